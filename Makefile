@@ -1,0 +1,95 @@
+# dgalua — build, test, benchmark.
+#   make            release build: build/libdga.a, build/dga.so, ./dgalua
+#   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
+#   make bench      benchmarks (never part of the tests)
+#   make deps       install the Debian packages we need (apt-get)
+# Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
+
+BUILD    ?= build
+SAN      ?=
+CC       ?= cc
+PKGS     := lua5.4 openblas jansson
+DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
+            libcsv-dev libjansson-dev libreadline-dev libcmocka-dev lua-argparse lua-busted gnuplot-nox
+
+OPT      ?= -O3 -march=native
+ifeq ($(SAN),1)
+OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+endif
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Icore -Ibindings \
+            $(OPT) $(shell pkg-config --cflags $(PKGS))
+LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -lm -lpthread
+LDFLAGS  += $(if $(filter 1,$(SAN)),-fsanitize=address,undefined)
+
+CORE_SRC := $(wildcard core/*.c)
+BIND_SRC := $(filter-out bindings/dgalua_main.c,$(wildcard bindings/*.c))
+TEST_SRC := $(wildcard tests/c/test_*.c)
+BENCH_SRC:= $(wildcard bench/bench_*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
+BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+LIB      := $(BUILD)/libdga.a
+EXE      := $(BUILD)/dgalua
+
+.PHONY: all deps tests-bin test test-release bench fuzz data clean
+all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/dga.so: $(BIND_OBJ) $(LIB)
+	$(CC) -shared $(LDFLAGS) -o $@ $(BIND_OBJ) $(LIB) $(LDLIBS)
+
+$(EXE): $(BUILD)/bindings/dgalua_main.o $(BIND_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lreadline
+
+dgalua: $(EXE)
+	ln -sf $(EXE) dgalua
+
+$(BUILD)/tests/%: tests/c/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# The test suite: C unit tests (cmocka) and Lua specs (busted), both speaking TAP, run once on
+# the release build and once under AddressSanitizer + UndefinedBehaviorSanitizer; tests/run
+# counts them and ends with "N passed, N failed".
+tests-bin: all $(TESTS)
+
+test:
+	@$(MAKE) --no-print-directory tests-bin >/dev/null
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 tests-bin >/dev/null
+	@tests/run build build/asan
+
+test-release:
+	@$(MAKE) --no-print-directory tests-bin >/dev/null
+	@tests/run build
+
+bench: all $(BENCHES)
+	@bench/run $(BUILD)
+
+fuzz:
+	@fuzz/run
+
+data:
+	@scripts/make_data.sh
+
+deps:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "all dependencies present"; fi
+
+clean:
+	rm -rf build dgalua
+
+-include $(CORE_OBJ:.o=.d) $(BIND_OBJ:.o=.d)

@@ -1,0 +1,70 @@
+/* Shared helpers of the Lua bindings (the `dga` module).
+ *
+ * Only this layer raises Lua errors: core functions return a dga_status, and a binding turns
+ * a failure into a Lua error carrying the core's message (dga_last_error()).
+ *
+ * Userdata follow liolib.c: created in a safe closed state first (pointer NULL), then
+ * filled; one idempotent release serves __gc and __close; methods live in an __index table.
+ *
+ * Each bindings/l_<thing>.c defines `void dgal_open_<thing>(lua_State *L)`, which adds its
+ * functions to the module table on the top of the stack and registers its metatables.
+ * module.c calls every one of them. */
+#ifndef DGAL_H
+#define DGAL_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "status.h"
+#include "tensor.h"
+
+/* Raises a Lua error with the core's message for `st` (never returns). */
+int dgal_error(lua_State *L, dga_status st);
+
+#define DGAL_CHECK(L, call)                                     \
+    do {                                                        \
+        dga_status dgal_st_ = (call);                           \
+        if (dgal_st_ != DGA_OK) return dgal_error(L, dgal_st_); \
+    } while (0)
+
+/* Registers metatable `tname` with the given metamethods and an __index table of methods;
+ * __name is set so luaL_checkudata's messages read naturally. Leaves nothing on the stack. */
+void dgal_new_class(lua_State *L, const char *tname, const luaL_Reg *methods,
+                    const luaL_Reg *metamethods);
+
+/* ---- dga.tensor ---- */
+#define DGAL_TENSOR "dga.tensor"
+/* The tensor at idx (error if not a dga.tensor or already closed). */
+dga_tensor *dgal_check_tensor(lua_State *L, int idx);
+/* Pushes a userdata that takes over one reference of t (t may be released by Lua later). */
+void        dgal_push_tensor(lua_State *L, dga_tensor *t);
+/* A tensor from idx: a dga.tensor (retained, returned as is) or a Lua table of numbers,
+ * nested for 2-D, converted to `dtype`. Caller must dga_tensor_release() the result.
+ * On a bad argument raises a Lua error naming argument idx. */
+dga_tensor *dgal_to_tensor(lua_State *L, int idx, dga_dtype dtype);
+
+/* ---- objects other binding files need (defined by their owners) ---- */
+struct dga_gpt;
+struct dga_adamw;
+#define DGAL_MODEL "dga.gpt"
+#define DGAL_ADAMW "dga.adamw"
+#define DGAL_RNG "dga.rng"
+struct dga_gpt   *dgal_check_model(lua_State *L, int idx);   /* l_model.c */
+struct dga_adamw *dgal_check_adamw(lua_State *L, int idx);   /* l_optim.c */
+#include "rng.h"
+dga_rng          *dgal_check_rng(lua_State *L, int idx);      /* l_rng.c */
+
+/* The functions each binding file provides (see module.c). */
+void dgal_open_tensor(lua_State *L);      /* dga.tensor, dga.vec, dga.zeros, ... */
+void dgal_open_rng(lua_State *L);         /* dga.rng */
+void dgal_open_model(lua_State *L);       /* dga.gpt */
+void dgal_open_optim(lua_State *L);       /* dga.adamw */
+void dgal_open_checkpoint(lua_State *L);  /* dga.save_checkpoint, dga.load_checkpoint */
+void dgal_open_text(lua_State *L);        /* tokenizer, jsonl, shards */
+void dgal_open_store(lua_State *L);       /* embeddings, k-means, domain store, npy, IS */
+void dgal_open_mmlu(lua_State *L);        /* MMLU reading, rendering, scoring */
+void dgal_open_mix(lua_State *L);         /* sampler, alignment, evaluation */
+
+int luaopen_dga(lua_State *L);
+
+#endif
