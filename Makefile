@@ -13,13 +13,14 @@ DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-
             libcsv-dev libjansson-dev libreadline-dev libcmocka-dev lua-argparse lua-busted gnuplot-nox
 
 OPT      ?= -O3 -march=native
+SANITIZE := -fsanitize=address,undefined
 ifeq ($(SAN),1)
-OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+OPT      := -O1 -g -fno-omit-frame-pointer $(SANITIZE) -fno-sanitize-recover=undefined
 endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Icore -Ibindings \
             $(OPT) $(shell pkg-config --cflags $(PKGS))
 LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -lm -lpthread
-LDFLAGS  += $(if $(filter 1,$(SAN)),-fsanitize=address,undefined)
+LDFLAGS  += $(if $(filter 1,$(SAN)),$(SANITIZE))
 
 CORE_SRC := $(wildcard core/*.c)
 BIND_SRC := $(filter-out bindings/dgalua_main.c,$(wildcard bindings/*.c))

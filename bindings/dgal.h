@@ -51,6 +51,10 @@ struct dga_adamw;
 #define DGAL_RNG "dga.rng"
 struct dga_gpt   *dgal_check_model(lua_State *L, int idx);   /* l_model.c */
 struct dga_adamw *dgal_check_adamw(lua_State *L, int idx);   /* l_optim.c */
+/* l_model.c: pushes a new dga.gpt userdata that takes ownership of m (freed by its __gc). */
+void              dgal_push_model(lua_State *L, struct dga_gpt *m);
+/* l_model.c: the model at idx, or NULL if idx is not a dga.gpt or it was closed (no error). */
+struct dga_gpt   *dgal_test_model(lua_State *L, int idx);
 #include "rng.h"
 dga_rng          *dgal_check_rng(lua_State *L, int idx);      /* l_rng.c */
 

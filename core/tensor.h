@@ -62,4 +62,27 @@ dga_status dga_tensor_normalize_(dga_tensor *t);
  * tol. */
 dga_status dga_tensor_check_distribution(const dga_tensor *t, double tol, const char *what);
 
+/* --- additions (tensor engineer): the rest of the elementwise API behind dga.tensor --- */
+size_t      dga_dtype_size(dga_dtype dtype);            /* 4 for both */
+const char *dga_dtype_name(dga_dtype dtype);            /* "float32" / "int32" */
+int         dga_tensor_same_shape(const dga_tensor *a, const dga_tensor *b);
+/* Element i (flat) as a double, whatever the dtype. */
+double      dga_tensor_get(const dga_tensor *t, int64_t i);
+
+typedef enum { DGA_OP_ADD = 0, DGA_OP_SUB, DGA_OP_MUL, DGA_OP_DIV } dga_binop;
+/* t = t op b elementwise. Same shape and dtype; int32 division and int32 overflow are
+ * errors (and leave t untouched). */
+dga_status dga_tensor_binop_(dga_tensor *t, const dga_tensor *b, dga_binop op);
+/* t = t op x, or t = x op t when `reversed`. For int32, x must be an integer. */
+dga_status dga_tensor_scalar_op_(dga_tensor *t, double x, dga_binop op, int reversed);
+dga_status dga_tensor_fill_(dga_tensor *t, double x);     /* int32: x must be an integer */
+/* Same number of elements (shapes may differ); int32 <- float32 needs integral values. */
+dga_status dga_tensor_copy_(dga_tensor *t, const dga_tensor *src);
+/* Reductions in double; mean/std of an empty tensor are NaN; std is the population std
+ * (divides by n, as numpy.std). min/max of an empty tensor are NaN; argmax of one is -1
+ * (0-based here; the binding adds 1). dot needs the same shape. */
+double     dga_tensor_mean(const dga_tensor *t);
+double     dga_tensor_std(const dga_tensor *t);
+double     dga_tensor_norm(const dga_tensor *t);
+
 #endif

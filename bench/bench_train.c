@@ -1,0 +1,195 @@
+/* Training throughput of the C GPT, comparable with ../shared/bench/torch_gpt.py.
+ *
+ *   bench_train [build_dir] [threads ...]      (default threads: $OPENBLAS_NUM_THREADS, or 1 2)
+ *
+ * For each thread count: the best cblas_sgemm GFLOP/s over a few square and model-shaped
+ * products (the "peak"), then for configs tiny and small the median step time of a full
+ * training step (zero_grad + forward + backward + clip + AdamW) on random tokens after
+ * warm-up, tokens/s, model FLOPs/token (dga_gpt_flops_per_token), achieved GFLOP/s, the
+ * fraction of the sgemm peak and the process's peak RSS. Measures; asserts nothing.
+ * Each measurement is also printed as "RESULT {json}" for bench/run's table. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "adamw.h"
+#include "gpt.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+/* Best GFLOP/s of C[m,n] = A[m,k] B[k,n] over `reps` calls. */
+static double time_sgemm(int m, int n, int k, int transb, int reps)
+{
+    float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)k * n * sizeof *b);
+    float *c = malloc((size_t)m * n * sizeof *c);
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return 0;
+    }
+    for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(i % 7) * 0.01f;
+    for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(i % 5) * 0.01f;
+    double best = 1e30;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+                    1.0f, a, k, b, transb ? k : n, 0.0f, c, n);
+        double dt = now() - t0;
+        if (r > 0 && dt < best) best = dt;   /* r == 0 warms up */
+    }
+    free(a), free(b), free(c);
+    return 2.0 * m * n * k / best / 1e9;
+}
+
+static double sgemm_peak(int threads)
+{
+    static const struct { int m, n, k, tb; const char *what; } shapes[] = {
+        {1024, 1024, 1024, 0, "square 1024"},
+        {2048, 2048, 2048, 0, "square 2048"},
+        {2048, 8192, 256, 1, "lm head 2048x256 @ (8192x256)^T"},
+        {2048, 1024, 256, 0, "c_fc 2048x256 @ 256x1024"},
+        {256, 1024, 2048, 0, "weight grad 256x2048 @ 2048x1024"},
+    };
+    double peak = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        double g = time_sgemm(shapes[i].m, shapes[i].n, shapes[i].k, shapes[i].tb, 3);
+        printf("  sgemm %-34s %7.1f GFLOP/s\n", shapes[i].what, g);
+        if (g > peak) peak = g;
+    }
+    printf("RESULT {\"kind\":\"sgemm_peak\",\"bench\":\"bench_train\",\"threads\":%d,"
+           "\"gflops\":%.1f}\n", threads, peak);
+    return peak;
+}
+
+typedef struct {
+    const char *name;
+    dga_gpt_config cfg;
+    int B, warmup, steps;
+} bench_cfg;
+
+static int bench_config(const bench_cfg *bc, int threads, double peak)
+{
+    const int B = bc->B, T = bc->cfg.n_ctx, V = bc->cfg.vocab_size;
+    dga_gpt *m = NULL;
+    dga_adamw *opt = NULL;
+    int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
+    double *times = malloc((size_t)bc->steps * sizeof *times);
+    size_t(*ranges)[2] = NULL;
+    int rc = 1;
+    if (!in || !tg || !times) goto out;
+    if (dga_gpt_create(&bc->cfg, B, &m) != DGA_OK) {
+        fprintf(stderr, "bench_train: %s\n", dga_last_error());
+        goto out;
+    }
+    dga_rng rng;
+    dga_rng_seed(&rng, 0);
+    dga_gpt_init_weights(m, &rng);
+    size_t n = dga_gpt_num_params(m);
+    int nt = dga_gpt_num_tensors(m), nr = 0;
+    ranges = malloc((size_t)nt * sizeof *ranges);
+    if (!ranges) goto out;
+    for (int i = 0; i < nt; i++) {
+        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+        if (!t->is_matrix) continue;
+        ranges[nr][0] = t->offset;
+        ranges[nr][1] = t->offset + t->numel;
+        nr++;
+    }
+    dga_adamw_config oc = dga_adamw_defaults();
+    if (dga_adamw_create(n, &oc, (const size_t(*)[2])ranges, nr, &opt) != DGA_OK) {
+        fprintf(stderr, "bench_train: %s\n", dga_last_error());
+        goto out;
+    }
+    float loss_first = 0, loss = 0;
+    for (int s = 0; s < bc->warmup + bc->steps; s++) {
+        for (int i = 0; i < B * T; i++) {
+            in[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
+            tg[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
+        }
+        double t0 = now();
+        dga_gpt_zero_grad(m);
+        if (dga_gpt_forward(m, in, tg, B, T, &loss) != DGA_OK ||
+            dga_gpt_backward(m) != DGA_OK) {
+            fprintf(stderr, "bench_train: %s\n", dga_last_error());
+            goto out;
+        }
+        dga_grad_clip(dga_gpt_grads(m), n, 1.0);
+        if (dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), 1e-3f) != DGA_OK) {
+            fprintf(stderr, "bench_train: %s\n", dga_last_error());
+            goto out;
+        }
+        double dt = now() - t0;
+        if (s == 0) loss_first = loss;
+        if (s >= bc->warmup) times[s - bc->warmup] = dt;
+    }
+    qsort(times, (size_t)bc->steps, sizeof *times, cmp_double);
+    double med = bc->steps % 2 ? times[bc->steps / 2]
+                               : 0.5 * (times[bc->steps / 2 - 1] + times[bc->steps / 2]);
+    double fpt = dga_gpt_flops_per_token(&bc->cfg, T);
+    double tps = B * T / med, gf = fpt * tps / 1e9, rss = peak_rss_mib();
+    printf("  [train] %-5s L=%d C=%d h=%d T=%d V=%d B=%d: %.2fM params, %.1f MFLOP/token, step "
+           "median %.1f ms (min %.1f, max %.1f) -> %.0f tok/s, %.1f GFLOP/s, %.0f%% of sgemm "
+           "peak, peak RSS %.0f MiB, loss %.3f -> %.3f\n",
+           bc->name, bc->cfg.n_layer, bc->cfg.n_embd, bc->cfg.n_head, T, V, B, n / 1e6,
+           fpt / 1e6, med * 1e3, times[0] * 1e3, times[bc->steps - 1] * 1e3, tps, gf,
+           100 * gf / peak, rss, loss_first, loss);
+    printf("RESULT {\"kind\":\"train\",\"bench\":\"bench_train\",\"config\":\"%s\","
+           "\"threads\":%d,\"params\":%zu,\"flops_per_token\":%.0f,\"step_s_median\":%.5f,"
+           "\"tokens_per_s\":%.1f,\"achieved_gflops\":%.2f,\"mfu_vs_peak\":%.3f,"
+           "\"peak_gflops\":%.1f,\"peak_rss_mib\":%.0f}\n",
+           bc->name, threads, n, fpt, med, tps, gf, gf / peak, peak, rss);
+    fflush(stdout);
+    rc = 0;
+out:
+    dga_adamw_free(opt);
+    dga_gpt_free(m);
+    free(ranges), free(in), free(tg), free(times);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const bench_cfg configs[] = {
+        {"tiny", {.n_layer = 2, .n_head = 4, .n_embd = 128, .n_ctx = 128, .vocab_size = 4096},
+         16, 3, 15},
+        {"small", {.n_layer = 4, .n_head = 4, .n_embd = 256, .n_ctx = 256, .vocab_size = 8192},
+         8, 3, 10},
+    };
+    int threads[16], nthreads = 0;
+    for (int i = 2; i < argc && nthreads < 16; i++) threads[nthreads++] = atoi(argv[i]);
+    if (nthreads == 0) {
+        const char *env = getenv("OPENBLAS_NUM_THREADS");
+        if (env && atoi(env) > 0) threads[nthreads++] = atoi(env);
+        else threads[nthreads++] = 1, threads[nthreads++] = 2;
+    }
+    int rc = 0;
+    for (int i = 0; i < nthreads; i++) {
+        openblas_set_num_threads(threads[i]);
+        printf("bench_train: %d thread(s) (OpenBLAS reports %d)\n", threads[i],
+               openblas_get_num_threads());
+        double peak = sgemm_peak(threads[i]);
+        for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
+            rc |= bench_config(&configs[c], threads[i], peak);
+    }
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* Helpers shared by every binding file: errors, classes, and the tensor box.
+ *
+ * A dga.tensor userdata holds exactly one `dga_tensor *` (NULL once closed) and owns one
+ * reference on it. */
+#include "dgal.h"
+
+#include <math.h>
+#include <string.h>
+
+int dgal_error(lua_State *L, dga_status st)
+{
+    const char *msg = dga_last_error();
+    if (!msg || !*msg) msg = dga_status_name(st);
+    return luaL_error(L, "%s", msg);
+}
+
+void dgal_new_class(lua_State *L, const char *tname, const luaL_Reg *methods,
+                    const luaL_Reg *metamethods)
+{
+    luaL_newmetatable(L, tname);            /* sets __name */
+    if (metamethods) luaL_setfuncs(L, metamethods, 0);
+    if (methods) {
+        lua_newtable(L);
+        luaL_setfuncs(L, methods, 0);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+}
+
+dga_tensor *dgal_check_tensor(lua_State *L, int idx)
+{
+    dga_tensor **box = luaL_checkudata(L, idx, DGAL_TENSOR);
+    if (!*box) luaL_argerror(L, idx, "attempt to use a closed dga.tensor");
+    return *box;
+}
+
+void dgal_push_tensor(lua_State *L, dga_tensor *t)
+{
+    dga_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = t;
+    luaL_setmetatable(L, DGAL_TENSOR);
+}
+
+/* ---- tables -> tensors ---- */
+
+/* Finds the shape of a nested table by following first elements. */
+static void table_shape(lua_State *L, int idx, int *ndim, int64_t *shape)
+{
+    int top = lua_gettop(L);
+    lua_pushvalue(L, idx);
+    *ndim = 0;
+    for (;;) {
+        if (*ndim == DGA_MAX_DIMS)
+            luaL_argerror(L, idx, "table nested deeper than 4 levels (tensors are at most 4-D)");
+        int64_t n = (int64_t)lua_rawlen(L, -1);
+        shape[(*ndim)++] = n;
+        if (n == 0) break;
+        lua_rawgeti(L, -1, 1);
+        if (!lua_istable(L, -1)) break;
+    }
+    lua_settop(L, top);
+}
+
+static void index_text(char *buf, size_t size, const int64_t *pos, int depth)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int d = 0; d < depth && n + 1 < size; d++) {
+        int w = snprintf(buf + n, size - n, "%s%lld", d ? "," : "[", (long long)pos[d]);
+        if (w > 0) n += (size_t)w;
+    }
+    if (n + 1 < size) snprintf(buf + n, size - n, "]");
+}
+
+/* Fills t from the table on the top of the stack (recursively); raises a Lua error naming
+ * argument `arg` on a ragged table or a non-number. */
+static void table_fill(lua_State *L, int arg, dga_tensor *t, int depth, int64_t *pos,
+                       int64_t *k)
+{
+    char where[80];
+    if (depth < 0 || depth >= DGA_MAX_DIMS) return;   /* table_shape caps the depth */
+    int64_t n = (int64_t)lua_rawlen(L, -1);
+    if (n != t->shape[depth]) {
+        index_text(where, sizeof where, pos, depth);
+        luaL_argerror(L, arg, lua_pushfstring(L, "ragged table: %s%s has %I entries, expected %I",
+                                              depth ? "row " : "table", depth ? where : "",
+                                              (lua_Integer)n, (lua_Integer)t->shape[depth]));
+    }
+    for (int64_t i = 1; i <= n; i++) {
+        pos[depth] = i;
+        lua_rawgeti(L, -1, (lua_Integer)i);
+        if (depth + 1 < t->ndim) {
+            if (!lua_istable(L, -1)) {
+                index_text(where, sizeof where, pos, depth + 1);
+                luaL_argerror(L, arg, lua_pushfstring(L, "entry %s is a %s, expected a table "
+                              "(ragged nesting)", where, luaL_typename(L, -1)));
+            }
+            table_fill(L, arg, t, depth + 1, pos, k);
+        } else {
+            int isnum;
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum || lua_type(L, -1) != LUA_TNUMBER) {
+                index_text(where, sizeof where, pos, depth + 1);
+                luaL_argerror(L, arg, lua_pushfstring(L, "entry %s is a %s, expected a number",
+                                                      where, luaL_typename(L, -1)));
+            }
+            if (t->dtype == DGA_F32) {
+                dga_tensor_f32(t)[*k] = (float)v;
+            } else {
+                if (v != floor(v) || v < INT32_MIN || v > INT32_MAX) {
+                    index_text(where, sizeof where, pos, depth + 1);
+                    luaL_argerror(L, arg, lua_pushfstring(L, "entry %s is %f, expected an int32 "
+                                                          "integer", where, v));
+                }
+                dga_tensor_i32(t)[*k] = (int32_t)v;
+            }
+            (*k)++;
+        }
+        lua_pop(L, 1);
+    }
+}
+
+dga_tensor *dgal_to_tensor(lua_State *L, int idx, dga_dtype dtype)
+{
+    idx = lua_absindex(L, idx);
+    dga_tensor **box = luaL_testudata(L, idx, DGAL_TENSOR);
+    if (box) {
+        if (!*box) luaL_argerror(L, idx, "attempt to use a closed dga.tensor");
+        if ((*box)->dtype == dtype) {
+            dga_tensor_retain(*box);
+            return *box;
+        }
+    } else if (!lua_istable(L, idx)) {
+        luaL_typeerror(L, idx, "dga.tensor or table of numbers");
+    }
+    /* The new tensor sits in a box on the stack while it is filled, so a Lua error raised
+     * half-way frees it. */
+    dga_tensor **tmp = lua_newuserdatauv(L, sizeof *tmp, 0);
+    *tmp = NULL;
+    luaL_setmetatable(L, DGAL_TENSOR);
+    dga_status st;
+    if (box) {
+        st = dga_tensor_new(dtype, (*box)->ndim, (*box)->shape, tmp);
+        if (st == DGA_OK) st = dga_tensor_copy_(*tmp, *box);
+        if (st != DGA_OK) luaL_argerror(L, idx, dga_last_error());
+    } else {
+        int ndim;
+        int64_t shape[DGA_MAX_DIMS], pos[DGA_MAX_DIMS] = {0}, k = 0;
+        table_shape(L, idx, &ndim, shape);
+        st = dga_tensor_new(dtype, ndim, shape, tmp);
+        if (st != DGA_OK) dgal_error(L, st);
+        lua_pushvalue(L, idx);
+        table_fill(L, idx, *tmp, 0, pos, &k);
+        lua_pop(L, 1);
+    }
+    dga_tensor *t = *tmp;
+    dga_tensor_retain(t);   /* one reference for the caller, one for the box until its __gc */
+    lua_pop(L, 1);
+    return t;
+}

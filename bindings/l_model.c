@@ -1,0 +1,655 @@
+/* dga.gpt: the GPT-2 model as a Lua object, and dga.set_threads / dga.get_threads.
+ *
+ * Token batches arrive as B x T int32 tensors or nested Lua tables (a 1-D one is a single
+ * sequence). Every shape and token id is checked here, before the core sees it, so an error
+ * names the argument and the position in Lua's 1-based terms.
+ *
+ * Scratch memory (converted batches, generation buffers) lives in Lua userdata on the stack,
+ * so any Lua error raised half-way frees it. */
+#include <cblas.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "dgal.h"
+#include "adamw.h"
+#include "gpt.h"
+
+typedef struct {
+    dga_gpt *m;   /* NULL once closed */
+} model_box;
+
+/* ------------------------------------------------------------------ the box */
+
+static model_box *check_box(lua_State *L, int idx)
+{
+    return luaL_checkudata(L, idx, DGAL_MODEL);
+}
+
+dga_gpt *dgal_check_model(lua_State *L, int idx)
+{
+    model_box *b = check_box(L, idx);
+    if (!b->m) luaL_argerror(L, idx, "attempt to use a closed dga.gpt");
+    return b->m;
+}
+
+dga_gpt *dgal_test_model(lua_State *L, int idx)
+{
+    model_box *b = luaL_testudata(L, idx, DGAL_MODEL);
+    return b ? b->m : NULL;
+}
+
+void dgal_push_model(lua_State *L, dga_gpt *m)
+{
+    model_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->m = m;
+    luaL_setmetatable(L, DGAL_MODEL);
+}
+
+static int m_release(lua_State *L)
+{
+    model_box *b = check_box(L, 1);
+    dga_gpt_free(b->m);
+    b->m = NULL;
+    return 0;
+}
+
+static void format_count(char *buf, size_t size, size_t n)
+{
+    if (n >= 100000) snprintf(buf, size, "%.2fM", (double)n / 1e6);
+    else if (n >= 1000) snprintf(buf, size, "%.1fK", (double)n / 1e3);
+    else snprintf(buf, size, "%zu", n);
+}
+
+static int m_tostring(lua_State *L)
+{
+    model_box *b = check_box(L, 1);
+    if (!b->m) {
+        lua_pushliteral(L, "dga.gpt (closed)");
+        return 1;
+    }
+    const dga_gpt_config *c = dga_gpt_get_config(b->m);
+    char n[32];
+    format_count(n, sizeof n, dga_gpt_num_params(b->m));
+    lua_pushfstring(L, "dga.gpt(L=%d, C=%d, h=%d, T=%d, V=%d; %s params)", c->n_layer,
+                    c->n_embd, c->n_head, c->n_ctx, c->vocab_size, n);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ option tables */
+
+/* Raises unless every key of the table at idx is one of `allowed` (NULL-terminated). */
+static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *list)
+{
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -1);
+            for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(k, allowed[i]) == 0;
+        }
+        if (!ok) {
+            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                           : luaL_typename(L, -1);
+            luaL_argerror(L, idx, lua_pushfstring(L, "unknown field '%s' (expected %s)", k, list));
+        }
+    }
+}
+
+/* Integer field `name` of the table at idx, in [lo, hi]; `def` when absent unless required. */
+static lua_Integer int_field(lua_State *L, int idx, const char *name, lua_Integer def,
+                             int required, lua_Integer lo, lua_Integer hi)
+{
+    int t = lua_getfield(L, idx, name);
+    lua_Integer v = def;
+    if (t == LUA_TNIL) {
+        if (required)
+            luaL_argerror(L, idx, lua_pushfstring(L, "missing field '%s' (an integer >= %I)", name,
+                                                  lo));
+    } else {
+        int isint;
+        v = lua_tointegerx(L, -1, &isint);
+        if (!isint || t != LUA_TNUMBER)
+            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' must be an integer, got %s",
+                                                  name, t == LUA_TNUMBER ? "a non-integer number"
+                                                  : luaL_typename(L, -1)));
+        if (v < lo || v > hi)
+            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' is %I, expected %I..%I", name, v,
+                                                  lo, hi));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static double num_field(lua_State *L, int idx, const char *name, double def, double lo,
+                        double hi)
+{
+    int t = lua_getfield(L, idx, name);
+    double v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TNUMBER)
+            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' must be a number, got %s", name,
+                                                  luaL_typename(L, -1)));
+        v = lua_tonumber(L, -1);
+        if (!(v >= lo && v <= hi))
+            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' is %f, expected %f..%f", name, v,
+                                                  lo, hi));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* ------------------------------------------------------------------ token batches */
+
+typedef struct {
+    dga_tensor *t;
+    int B, T;
+} token_batch;
+
+/* A B x T int32 tensor from argument idx (tensor or nested table; 1-D = one sequence),
+ * anchored on the stack. Checks 1 <= B <= max_b (max_b 0: any) and 1 <= T <= max_t. */
+static token_batch to_batch(lua_State *L, int idx, const char *what, int max_b, int max_t)
+{
+    idx = lua_absindex(L, idx);
+    dga_tensor **box = luaL_testudata(L, idx, DGAL_TENSOR);
+    if (box && *box && (*box)->dtype != DGA_I32) {
+        char d[64];
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s must be an int32 tensor, got %s", what,
+                                              dga_tensor_describe(*box, d, sizeof d)));
+    }
+    if (!box && !lua_istable(L, idx))
+        luaL_typeerror(L, idx, "int32 dga.tensor or table of token ids");
+    dga_tensor *t = dgal_to_tensor(L, idx, DGA_I32);
+    dgal_push_tensor(L, t);   /* anchored: freed by the GC whatever happens next */
+    token_batch b = {t, 1, 0};
+    if (t->ndim == 1) {
+        b.T = (int)(t->shape[0] < INT_MAX ? t->shape[0] : INT_MAX);
+    } else if (t->ndim == 2) {
+        b.B = (int)(t->shape[0] < INT_MAX ? t->shape[0] : INT_MAX);
+        b.T = (int)(t->shape[1] < INT_MAX ? t->shape[1] : INT_MAX);
+    } else {
+        char d[64];
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s must be B x T (2-D) or one sequence (1-D), "
+                                              "got %s", what, dga_tensor_describe(t, d, sizeof d)));
+    }
+    if (b.B < 1 || b.T < 1)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s is empty (%d x %d)", what, b.B, b.T));
+    if (max_b > 0 && b.B > max_b)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s has batch size %d, above the model's "
+                                              "maximum %d (dga.gpt{batch=...})", what, b.B, max_b));
+    if (b.T > max_t)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s has %d positions, above the model's "
+                                              "context %d", what, b.T, max_t));
+    return b;
+}
+
+/* Checks every id in [0, V) (or == DGA_IGNORE when allow_ignore), naming the position. */
+static void check_ids(lua_State *L, int idx, const token_batch *b, int V, int allow_ignore,
+                      const char *what)
+{
+    const int32_t *x = dga_tensor_i32(b->t);
+    size_t n = (size_t)b->B * (size_t)b->T;
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = x[i];
+        if ((v >= 0 && v < V) || (allow_ignore && v == DGA_IGNORE)) continue;
+        int row = (int)(i / (size_t)b->T) + 1, col = (int)(i % (size_t)b->T) + 1;
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s %d at [%d,%d] outside vocabulary [0, %d)%s",
+                                              what, (int)v, row, col, V,
+                                              allow_ignore ? " (-1 marks an ignored target)" : ""));
+    }
+}
+
+/* Inputs at idx and targets at idx+1, both checked against the model. */
+static void to_pair(lua_State *L, dga_gpt *m, int idx, int max_b, token_batch *in,
+                    token_batch *tg)
+{
+    const dga_gpt_config *c = dga_gpt_get_config(m);
+    luaL_checkany(L, idx + 1);
+    *in = to_batch(L, idx, "inputs", max_b, c->n_ctx);
+    *tg = to_batch(L, idx + 1, "targets", max_b, c->n_ctx);
+    if (in->B != tg->B || in->T != tg->T)
+        luaL_argerror(L, idx + 1, lua_pushfstring(L, "targets are %d x %d, inputs %d x %d "
+                                                  "(shapes must match)", tg->B, tg->T, in->B,
+                                                  in->T));
+    check_ids(L, idx, in, c->vocab_size, 0, "token id");
+    check_ids(L, idx + 1, tg, c->vocab_size, 1, "target id");
+}
+
+static void *scratch(lua_State *L, size_t bytes)
+{
+    return lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+}
+
+/* ------------------------------------------------------------------ construction */
+
+static const char *const gpt_keys[] = {"layers", "width", "heads", "context", "vocab",
+                                       "batch",  "seed",  NULL};
+
+static void init_model(dga_gpt *m, lua_Integer seed)
+{
+    dga_rng rng;
+    dga_rng_seed(&rng, (uint64_t)seed);
+    dga_gpt_init_weights(m, &rng);
+    dga_gpt_zero_grad(m);
+}
+
+/* dga.gpt{layers=, width=, heads=, context=, vocab=, batch=8, seed=0} */
+static int l_gpt(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    check_keys(L, 1, gpt_keys, "layers, width, heads, context, vocab, batch, seed");
+    dga_gpt_config cfg;
+    cfg.n_layer = (int)int_field(L, 1, "layers", 0, 1, 1, INT_MAX);
+    cfg.n_embd = (int)int_field(L, 1, "width", 0, 1, 1, INT_MAX);
+    cfg.n_head = (int)int_field(L, 1, "heads", 0, 1, 1, INT_MAX);
+    cfg.n_ctx = (int)int_field(L, 1, "context", 0, 1, 1, INT_MAX);
+    cfg.vocab_size = (int)int_field(L, 1, "vocab", 0, 1, 1, INT_MAX);
+    int batch = (int)int_field(L, 1, "batch", 8, 0, 1, INT_MAX);
+    lua_Integer seed = int_field(L, 1, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
+    if (dga_gpt_config_check(&cfg) != DGA_OK) luaL_argerror(L, 1, dga_last_error());
+
+    model_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->m = NULL;
+    luaL_setmetatable(L, DGAL_MODEL);
+    DGAL_CHECK(L, dga_gpt_create(&cfg, batch, &b->m));
+    init_model(b->m, seed);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ methods */
+
+static int m_config(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    const dga_gpt_config *c = dga_gpt_get_config(m);
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, c->n_layer);
+    lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, c->n_embd);
+    lua_setfield(L, -2, "width");
+    lua_pushinteger(L, c->n_head);
+    lua_setfield(L, -2, "heads");
+    lua_pushinteger(L, c->n_ctx);
+    lua_setfield(L, -2, "context");
+    lua_pushinteger(L, c->vocab_size);
+    lua_setfield(L, -2, "vocab");
+    lua_pushinteger(L, dga_gpt_max_batch(m));
+    lua_setfield(L, -2, "batch");
+    return 1;
+}
+
+static int m_num_params(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)dga_gpt_num_params(dgal_check_model(L, 1)));
+    return 1;
+}
+
+static int m_forward(lua_State *L)
+{
+    lua_settop(L, 3);   /* scratch values are anchored above the arguments */
+    dga_gpt *m = dgal_check_model(L, 1);
+    token_batch in, tg;
+    to_pair(L, m, 2, dga_gpt_max_batch(m), &in, &tg);
+    float loss = 0;
+    DGAL_CHECK(L, dga_gpt_forward(m, dga_tensor_i32(in.t), dga_tensor_i32(tg.t), in.B, in.T,
+                                  &loss));
+    lua_pushnumber(L, loss);
+    return 1;
+}
+
+static int m_backward(lua_State *L)
+{
+    DGAL_CHECK(L, dga_gpt_backward(dgal_check_model(L, 1)));
+    return 0;
+}
+
+static int m_zero_grad(lua_State *L)
+{
+    dga_gpt_zero_grad(dgal_check_model(L, 1));
+    return 0;
+}
+
+static int m_grad_norm(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    lua_pushnumber(L, dga_vec_norm(dga_gpt_grads(m), dga_gpt_num_params(m)));
+    return 1;
+}
+
+static int m_clip_grad(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    double max_norm = luaL_checknumber(L, 2);
+    if (isnan(max_norm)) luaL_argerror(L, 2, "max_norm is NaN");
+    lua_pushnumber(L, dga_grad_clip(dga_gpt_grads(m), dga_gpt_num_params(m), max_norm));
+    return 1;
+}
+
+static int push_copy(lua_State *L, const float *src, int ndim, const int64_t *shape)
+{
+    dga_tensor *t = NULL;
+    DGAL_CHECK(L, dga_tensor_new(DGA_F32, ndim, shape, &t));
+    memcpy(t->data, src, (size_t)t->numel * sizeof(float));
+    dgal_push_tensor(L, t);
+    return 1;
+}
+
+static int m_params(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    int64_t n = (int64_t)dga_gpt_num_params(m);
+    return push_copy(L, dga_gpt_params(m), 1, &n);
+}
+
+static int m_grads(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    int64_t n = (int64_t)dga_gpt_num_params(m);
+    return push_copy(L, dga_gpt_grads(m), 1, &n);
+}
+
+/* A float32 tensor from argument idx, anchored on the stack, with every value finite. */
+static dga_tensor *to_values(lua_State *L, int idx)
+{
+    dga_tensor **box = luaL_testudata(L, idx, DGAL_TENSOR);
+    if (box && *box && (*box)->dtype != DGA_F32) {
+        char d[64];
+        luaL_argerror(L, idx, lua_pushfstring(L, "expected a float32 tensor, got %s",
+                                              dga_tensor_describe(*box, d, sizeof d)));
+    }
+    dga_tensor *t = dgal_to_tensor(L, idx, DGA_F32);
+    dgal_push_tensor(L, t);
+    const float *x = dga_tensor_f32(t);
+    for (int64_t i = 0; i < t->numel; i++)
+        if (!isfinite(x[i]))
+            luaL_argerror(L, idx, lua_pushfstring(L, "non-finite value at index %I",
+                                                  (lua_Integer)(i + 1)));
+    return t;
+}
+
+static int m_set_params(lua_State *L)
+{
+    lua_settop(L, 2);   /* scratch values are anchored above the arguments */
+    dga_gpt *m = dgal_check_model(L, 1);
+    dga_tensor *t = to_values(L, 2);
+    size_t n = dga_gpt_num_params(m);
+    if ((size_t)t->numel != n)
+        luaL_argerror(L, 2, lua_pushfstring(L, "has %I values, the model has %I parameters",
+                                            (lua_Integer)t->numel, (lua_Integer)n));
+    memcpy(dga_gpt_params(m), t->data, n * sizeof(float));
+    return 0;
+}
+
+static const dga_tensor_info *check_name(lua_State *L, dga_gpt *m, int idx)
+{
+    const char *name = luaL_checkstring(L, idx);
+    const dga_tensor_info *info = dga_gpt_find_tensor(m, name);
+    if (!info)
+        luaL_argerror(L, idx, lua_pushfstring(L, "no tensor named '%s' (m:tensors() lists them)",
+                                              name));
+    return info;
+}
+
+static int m_get(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    const dga_tensor_info *info = check_name(L, m, 2);
+    int64_t shape[2] = {info->shape[0], info->ndim > 1 ? info->shape[1] : 1};
+    return push_copy(L, dga_gpt_params(m) + info->offset, info->ndim, shape);
+}
+
+static int m_set(lua_State *L)
+{
+    lua_settop(L, 3);   /* scratch values are anchored above the arguments */
+    dga_gpt *m = dgal_check_model(L, 1);
+    const dga_tensor_info *info = check_name(L, m, 2);
+    dga_tensor *t = to_values(L, 3);
+    int same = t->ndim == info->ndim;
+    for (int d = 0; same && d < info->ndim; d++) same = t->shape[d] == info->shape[d];
+    if (!same) {
+        char got[64];
+        const char *want = info->ndim == 1
+                               ? lua_pushfstring(L, "[%d]", info->shape[0])
+                               : lua_pushfstring(L, "[%dx%d]", info->shape[0], info->shape[1]);
+        luaL_argerror(L, 3, lua_pushfstring(L, "'%s' is %s, got %s", info->name, want,
+                                            dga_tensor_describe(t, got, sizeof got)));
+    }
+    memcpy(dga_gpt_params(m) + info->offset, t->data, info->numel * sizeof(float));
+    return 0;
+}
+
+static int m_tensors(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    int n = dga_gpt_num_tensors(m);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        const dga_tensor_info *info = dga_gpt_tensor(m, i);
+        lua_createtable(L, 0, 5);
+        lua_pushstring(L, info->name);
+        lua_setfield(L, -2, "name");
+        lua_createtable(L, info->ndim, 0);
+        for (int d = 0; d < info->ndim; d++) {
+            lua_pushinteger(L, info->shape[d]);
+            lua_rawseti(L, -2, d + 1);
+        }
+        lua_setfield(L, -2, "shape");
+        lua_pushinteger(L, (lua_Integer)info->numel);
+        lua_setfield(L, -2, "numel");
+        lua_pushinteger(L, (lua_Integer)info->offset + 1);
+        lua_setfield(L, -2, "first");   /* 1-based index of its first value in m:params() */
+        lua_pushboolean(L, info->is_matrix);
+        lua_setfield(L, -2, "is_matrix");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* eval accepts any number of sequences and runs them max-batch rows at a time. */
+static int m_eval(lua_State *L)
+{
+    lua_settop(L, 3);   /* scratch values are anchored above the arguments */
+    dga_gpt *m = dgal_check_model(L, 1);
+    token_batch in, tg;
+    to_pair(L, m, 2, 0, &in, &tg);
+    double *nll = scratch(L, (size_t)in.B * sizeof(double));
+    int *cnt = scratch(L, (size_t)in.B * sizeof(int));
+    int max_b = dga_gpt_max_batch(m);
+    for (int b0 = 0; b0 < in.B; b0 += max_b) {
+        int nb = in.B - b0 < max_b ? in.B - b0 : max_b;
+        size_t off = (size_t)b0 * (size_t)in.T;
+        DGAL_CHECK(L, dga_gpt_eval(m, dga_tensor_i32(in.t) + off, dga_tensor_i32(tg.t) + off, nb,
+                                   in.T, nll + b0, cnt + b0));
+    }
+    int64_t shape = in.B;
+    dga_tensor *seq_nll = NULL, *seq_count = NULL;
+    DGAL_CHECK(L, dga_tensor_new(DGA_F32, 1, &shape, &seq_nll));
+    dgal_push_tensor(L, seq_nll);
+    DGAL_CHECK(L, dga_tensor_new(DGA_I32, 1, &shape, &seq_count));
+    dgal_push_tensor(L, seq_count);
+    double total = 0;
+    long long count = 0;
+    for (int b = 0; b < in.B; b++) {
+        dga_tensor_f32(seq_nll)[b] = (float)nll[b];
+        dga_tensor_i32(seq_count)[b] = cnt[b];
+        total += nll[b];
+        count += cnt[b];
+    }
+    lua_pushnumber(L, count ? total / (double)count : 0.0);
+    lua_insert(L, -3);
+    return 3;
+}
+
+/* A 1-D token sequence (tensor or table) of any length >= 1, anchored on the stack. */
+static token_batch to_sequence(lua_State *L, int idx, const char *what, int V)
+{
+    token_batch s = to_batch(L, idx, what, 1, INT_MAX);
+    if (s.t->ndim != 1) {
+        char d[64];
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s must be one sequence (1-D), got %s", what,
+                                              dga_tensor_describe(s.t, d, sizeof d)));
+    }
+    check_ids(L, idx, &s, V, 0, "token id");
+    return s;
+}
+
+static int m_logits(lua_State *L)
+{
+    lua_settop(L, 2);   /* scratch values are anchored above the arguments */
+    dga_gpt *m = dgal_check_model(L, 1);
+    const dga_gpt_config *c = dga_gpt_get_config(m);
+    token_batch s = to_sequence(L, 2, "tokens", c->vocab_size);
+    if (s.T > c->n_ctx)
+        luaL_argerror(L, 2, lua_pushfstring(L, "tokens has %d positions, above the model's "
+                                            "context %d", s.T, c->n_ctx));
+    int64_t v = c->vocab_size;
+    dga_tensor *out = NULL;
+    DGAL_CHECK(L, dga_tensor_new(DGA_F32, 1, &v, &out));
+    dgal_push_tensor(L, out);
+    DGAL_CHECK(L, dga_gpt_next_logits(m, dga_tensor_i32(s.t), s.T, dga_tensor_f32(out)));
+    return 1;
+}
+
+/* Index drawn from softmax(logits / temperature); greedy (first maximum) at temperature 0. */
+static int pick_token(const float *logits, int V, double temperature, dga_rng *rng,
+                      double *probs)
+{
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature == 0) return best;
+    double mx = logits[best], total = 0;
+    for (int i = 0; i < V; i++) {
+        probs[i] = exp(((double)logits[i] - mx) / temperature);
+        total += probs[i];
+    }
+    double u = dga_rng_uniform(rng) * total, acc = 0;
+    for (int i = 0; i < V; i++) {
+        acc += probs[i];
+        if (u < acc) return i;
+    }
+    return best;   /* only reached through rounding at the very top */
+}
+
+static const char *const gen_keys[] = {"temperature", "seed", NULL};
+
+/* m:generate(prompt_ids, n_new, {temperature=0, seed=0}) -> table of the n_new new ids. */
+static int m_generate(lua_State *L)
+{
+    lua_settop(L, 4);   /* scratch values are anchored above the arguments */
+    dga_gpt *m = dgal_check_model(L, 1);
+    const dga_gpt_config *c = dga_gpt_get_config(m);
+    int V = c->vocab_size, ctx = c->n_ctx;
+    token_batch p = to_sequence(L, 2, "prompt", V);
+    lua_Integer n_new = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, n_new >= 0 && n_new <= 1000000, 3, "expected 0..1000000 new tokens");
+    double temperature = 0;
+    lua_Integer seed = 0;
+    if (!lua_isnoneornil(L, 4)) {
+        luaL_checktype(L, 4, LUA_TTABLE);
+        check_keys(L, 4, gen_keys, "temperature, seed");
+        temperature = num_field(L, 4, "temperature", 0, 0, 1e6);
+        seed = int_field(L, 4, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
+    }
+    if (temperature > 0 && temperature < 1e-6) temperature = 0;   /* avoids exp overflow */
+    dga_rng rng;
+    dga_rng_seed(&rng, (uint64_t)seed);
+
+    /* A prompt longer than the context keeps its last ctx-1 tokens, leaving room for one. */
+    int keep = p.T > ctx ? ctx - 1 : p.T;
+    if (keep < 1) keep = 1;
+    size_t total = (size_t)keep + (size_t)n_new;
+    int32_t *seq = scratch(L, total * sizeof(int32_t));
+    float *logits = scratch(L, (size_t)V * sizeof(float));
+    double *probs = scratch(L, (size_t)V * sizeof(double));
+    memcpy(seq, dga_tensor_i32(p.t) + (p.T - keep), (size_t)keep * sizeof(int32_t));
+    lua_createtable(L, (int)n_new, 0);
+    size_t len = (size_t)keep;
+    for (lua_Integer i = 0; i < n_new; i++) {
+        int win = len > (size_t)ctx ? ctx : (int)len;
+        DGAL_CHECK(L, dga_gpt_next_logits(m, seq + (len - (size_t)win), win, logits));
+        int id = pick_token(logits, V, temperature, &rng, probs);
+        seq[len++] = id;
+        lua_pushinteger(L, id);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int m_init(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    init_model(m, luaL_optinteger(L, 2, 0));
+    return 0;
+}
+
+static int m_flops_per_token(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    const dga_gpt_config *c = dga_gpt_get_config(m);
+    lua_Integer T = luaL_optinteger(L, 2, c->n_ctx);
+    luaL_argcheck(L, T >= 1 && T <= c->n_ctx, 2,
+                  lua_pushfstring(L, "sequence length must be 1..%d", c->n_ctx));
+    lua_pushnumber(L, dga_gpt_flops_per_token(c, (int)T));
+    return 1;
+}
+
+/* ------------------------------------------------------------------ threads */
+
+static int l_set_threads(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n >= 1 && n <= 1024, 1, "expected a thread count in 1..1024");
+    openblas_set_num_threads((int)n);
+    return 0;
+}
+
+static int l_get_threads(lua_State *L)
+{
+    lua_pushinteger(L, openblas_get_num_threads());
+    return 1;
+}
+
+/* ------------------------------------------------------------------ registration */
+
+void dgal_open_model(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"config", m_config},
+        {"num_params", m_num_params},
+        {"forward", m_forward},
+        {"backward", m_backward},
+        {"zero_grad", m_zero_grad},
+        {"grad_norm", m_grad_norm},
+        {"clip_grad", m_clip_grad},
+        {"params", m_params},
+        {"grads", m_grads},
+        {"set_params", m_set_params},
+        {"get", m_get},
+        {"set", m_set},
+        {"tensors", m_tensors},
+        {"eval", m_eval},
+        {"logits", m_logits},
+        {"generate", m_generate},
+        {"init", m_init},
+        {"flops_per_token", m_flops_per_token},
+        {"close", m_release},
+        {NULL, NULL},
+    };
+    static const luaL_Reg meta[] = {
+        {"__gc", m_release},
+        {"__close", m_release},
+        {"__tostring", m_tostring},
+        {NULL, NULL},
+    };
+    dgal_new_class(L, DGAL_MODEL, methods, meta);
+    static const luaL_Reg funcs[] = {
+        {"gpt", l_gpt},
+        {"set_threads", l_set_threads},
+        {"get_threads", l_get_threads},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, funcs, 0);
+}

@@ -1,0 +1,84 @@
+/* Gradient alignment (DGA, DESIGN.md section 5, "exact" mode).
+ *
+ *   a_i = < grad l(theta, x_i), grad l'(theta, z) >
+ *
+ * with z the target (specific) batch and x_i one batch per domain. The target gradient is
+ * computed once into a buffer owned by the workspace; then, for each domain batch, the
+ * model's gradient buffer is zeroed, filled by forward+backward and dotted with it (double
+ * accumulation). Memory: two gradient buffers (the model's and the workspace's) whatever k is.
+ *
+ * The model's gradient buffer is CLOBBERED (it holds the last domain's gradient on return):
+ * call between optimizer steps, never between backward and step.
+ *
+ * A batch larger than the model's max batch is processed in chunks whose gradients are
+ * combined with weights (tokens in chunk / tokens in batch), so the result is the gradient
+ * of the batch's token-mean loss exactly as one pass would give (up to rounding). */
+#ifndef DGA_ALIGN_H
+#define DGA_ALIGN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt.h"
+#include "status.h"
+
+typedef enum {
+    DGA_ALIGN_NONE = 0,       /* raw inner product (the paper) */
+    DGA_ALIGN_COSINE,         /* <g_i, g_t> / (|g_i| |g_t|); 0 when a norm is 0 */
+    DGA_ALIGN_MEAN_NORM,      /* <g_i, g_t> / mean_j |g_j| */
+} dga_align_norm;
+
+const char *dga_align_norm_name(dga_align_norm n);                 /* "none", "cosine", "mean_norm" */
+dga_status  dga_align_norm_parse(const char *name, dga_align_norm *out);
+
+/* exact: one backward per domain batch (the paper's method, the reference).
+ * fd: central difference of each domain loss along the target gradient (DESIGN.md section
+ *     5): a_i ~ (l(theta + h g_t, x_i) - l(theta - h g_t, x_i)) / 2h, h = fd_eps / |g_t|,
+ *     forward-only passes (dga_gpt_eval); theta is backed up in the model's gradient buffer
+ *     and restored bit for bit. Gives no per-domain gradient norms (grad_norm = NaN), so only
+ *     normalize = none; loss_i is the mean of the two perturbed losses (O(h^2) from l(theta)). */
+typedef enum { DGA_ALIGN_EXACT = 0, DGA_ALIGN_FD } dga_align_method;
+
+const char *dga_align_method_name(dga_align_method m);              /* "exact", "fd" */
+dga_status  dga_align_method_parse(const char *name, dga_align_method *out);
+
+typedef struct {
+    dga_align_norm normalize;
+    double lr;          /* > 0: multiply every a_i by this learning rate; <= 0: no scaling */
+    dga_align_method method;
+    double fd_eps;      /* fd: step length along the unit target direction; <= 0: 1e-3 */
+} dga_align_opts;
+
+/* One batch: B x T int32 inputs and targets (targets may hold DGA_IGNORE). */
+typedef struct {
+    const int32_t *inputs, *targets;
+    int B, T;
+} dga_batch;
+
+typedef struct {
+    double *align;       /* k: alignments after normalisation and lr scaling */
+    double *dot;         /* k: raw <g_i, g_t> (may be NULL) */
+    double *loss;        /* k: mean loss of each domain batch */
+    double *grad_norm;   /* k: |g_i| */
+    double  target_norm; /* |g_t| */
+    double  target_loss;
+} dga_align_result;
+
+typedef struct dga_align_ws dga_align_ws;
+
+/* A workspace for models with num_params parameters (one gradient-sized float buffer). */
+dga_status dga_align_ws_create(size_t num_params, dga_align_ws **out);
+void       dga_align_ws_free(dga_align_ws *ws);
+/* The target gradient of the last dga_align call (num_params floats). */
+const float *dga_align_ws_target_grad(const dga_align_ws *ws);
+
+/* k >= 1 domain batches. out's arrays (k entries each) are provided by the caller. */
+dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
+                     const dga_batch *domains, int k, const dga_align_opts *opts,
+                     dga_align_result *out);
+
+/* The gradient of a batch's mean loss into the model's gradient buffer (zeroed first),
+ * chunked as above; *loss gets the batch's mean loss. Exposed for tests and the trainer. */
+dga_status dga_batch_grad(dga_gpt *model, const dga_batch *batch, double *loss);
+
+#endif

@@ -1,0 +1,63 @@
+/* Evaluation on a GPT: held-out mean losses and lm-evaluation-harness style log-likelihood
+ * scoring (MMLU). Everything goes through dga_gpt_eval (no activations stored for backward,
+ * gradients untouched). */
+#ifndef DGA_EVAL_H
+#define DGA_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt.h"
+#include "mmlu.h"
+#include "status.h"
+
+/* Mean next-token loss over n_seqs sequences of seq_len tokens (row-major n_seqs x seq_len):
+ * inputs seq[0..L-2], targets seq[1..L-1], so 2 <= seq_len <= n_ctx + 1. Token-weighted:
+ * sum of NLL / number of predicted tokens. Batches of `batch` sequences (<= 0: the model's
+ * max batch; more than the max batch is DGA_ERR_INVALID). */
+dga_status dga_eval_mean_loss(dga_gpt *model, const int32_t *seqs, size_t n_seqs, int seq_len,
+                              int batch, double *mean);
+
+/* The same over explicit inputs/targets (n x T each, targets may hold DGA_IGNORE): sum of NLL
+ * over non-ignored targets / their number (0 when there are none). */
+dga_status dga_eval_mean_loss_xy(dga_gpt *model, const int32_t *inputs, const int32_t *targets,
+                                 size_t n, int T, int batch, double *mean);
+
+/* One log-likelihood request: tokens = context followed by continuation; the last n_cont
+ * tokens are the continuation (1 <= n_cont <= min(n_ctx, n_tokens - 1)). As the harness does,
+ * a sequence longer than n_ctx + 1 is truncated from the left (the context loses its start). */
+typedef struct {
+    const int32_t *tokens;
+    int            n_tokens;
+    int            n_cont;
+} dga_loglik_request;
+
+/* loglik[i] = sum of log p(continuation token | everything before it) for request i.
+ * Requests are sorted by length and packed `batch` rows per dga_gpt_eval call (right-padded,
+ * DGA_IGNORE on context and padding targets). */
+dga_status dga_eval_loglik(dga_gpt *model, const dga_loglik_request *reqs, size_t n, int batch,
+                           double *loglik);
+
+/* Tokenizer hook: *ids receives a malloc'd array of *n_ids token ids for text[0..len).
+ * A failure returns a status after dga_fail(). */
+typedef dga_status (*dga_encode_fn)(void *ud, const char *text, size_t len, int32_t **ids,
+                                    size_t *n_ids);
+
+typedef struct {
+    double accuracy;      /* share of questions whose argmax letter is the answer */
+    double answer_loss;   /* mean over questions of the NLL per token of " <answer letter>" */
+    size_t n;             /* questions scored */
+} dga_mmlu_result;
+
+/* MMLU scored as lm-evaluation-harness does: context = dga_mmlu_render(q, shots, 0) with
+ * the first `shots` questions of `dev` that share q's subject (in dev order; fewer than
+ * `shots` is DGA_ERR_INVALID), continuations " A", " B", " C", " D"; the continuation tokens
+ * are encode(context + continuation) minus its first len(encode(context)) tokens; prediction =
+ * argmax log-likelihood (first on ties). loglik (4 per question, may be NULL) gets the four
+ * scores. Questions are tokenized and scored in chunks, so memory does not grow with n. */
+dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
+                         const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
+                         size_t n_dev, int shots, int batch, dga_mmlu_result *res,
+                         double *loglik);
+
+#endif

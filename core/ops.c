@@ -1,0 +1,318 @@
+/* Fused GPT-2 kernels (see ops.h). Loops are written so GCC vectorises them at -O3
+ * -march=native: contiguous inner loops, no calls to libm inside (dga_fast_expf inlines). */
+#include "ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#define LN_EPS 1e-5f
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+/* glibc's expf is not vectorised without -ffast-math, and the softmaxes over V and T*T
+ * plus the GELUs call it ~40M times a step, so we use a branch-free version:
+ * x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact product), e^r by its
+ * Taylor series to degree 7 (truncation < 6e-9), 2^n through the exponent bits. */
+static inline float fexp(float x)
+{
+    x = x < -87.0f ? -87.0f : x;   /* keeps 2^n normal; NaN passes through */
+    x = x > 88.0f ? 88.0f : x;
+    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    n = n == n ? n : 0.0f;          /* NaN: p is NaN already; keep the cast defined */
+    union { uint32_t u; float f; } s;
+    s.u = (uint32_t)((int32_t)n + 127) << 23;
+    return p * s.f;
+}
+
+float dga_fast_expf(float x) { return fexp(x); }
+
+/* tanh(u) = 1 - 2 / (1 + e^{2u}); saturates cleanly at +-1 through fexp's clamping. */
+static inline float ftanh(float u) { return 1.0f - 2.0f / (1.0f + fexp(2.0f * u)); }
+
+/* ---------------------------------------------------------------- embedding */
+
+void dga_op_embed_fwd(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                      int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *e = wte + (size_t)tok[(size_t)b * T + t] * C;
+            const float *p = wpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        }
+}
+
+void dga_op_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                      int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *e = dwte + (size_t)tok[(size_t)b * T + t] * C;
+            float *p = dwpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) {
+                e[c] += d[c];
+                p[c] += d[c];
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, size_t N, int C)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *x = inp + i * C;
+        float *o = out + i * C;
+        float s = 0.0f;
+        for (int c = 0; c < C; c++) s += x[c];
+        float m = s / C;
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - m;
+            v += d * d;
+        }
+        float r = 1.0f / sqrtf(v / C + LN_EPS);
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+        if (mean) mean[i] = m;
+        if (rstd) rstd[i] = r;
+    }
+}
+
+void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean,
+                          const float *rstd, size_t N, int C)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *x = inp + i * C;
+        const float *dy = dout + i * C;
+        float *dx = dinp + i * C;
+        float m = mean[i], r = rstd[i];
+        /* dx = r * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w */
+        float sg = 0.0f, sgx = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r;
+            float g = dy[c] * w[c];
+            sg += g;
+            sgx += g * xhat;
+        }
+        sg /= C;
+        sgx /= C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r;
+            db[c] += dy[c];
+            dw[c] += dy[c] * xhat;
+            dx[c] += r * (dy[c] * w[c] - sg - xhat * sgx);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- linear */
+
+void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
+                       size_t N, int IC, int OC)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, w,
+                OC, 0.0f, out, OC);
+    if (!bias) return;
+    for (size_t i = 0; i < N; i++) {
+        float *o = out + i * OC;
+        for (int j = 0; j < OC; j++) o[j] += bias[j];
+    }
+}
+
+void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
+                       const float *inp, const float *w, size_t N, int IC, int OC)
+{
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, IC, OC, 1.0f, dout, OC,
+                    w, OC, 0.0f, dinp, IC);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, (int)N, 1.0f, inp, IC, dout,
+                OC, 1.0f, dw, OC);
+    if (!db) return;
+    for (size_t i = 0; i < N; i++) {
+        const float *d = dout + i * OC;
+        for (int j = 0; j < OC; j++) db[j] += d[j];
+    }
+}
+
+void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t N, int C,
+                       int V)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, inp, C, wte, C,
+                0.0f, logits, V);
+}
+
+void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const float *inp,
+                       const float *wte, size_t N, int C, int V)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, C, V, 1.0f, dlogits, V,
+                wte, C, 0.0f, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)N, 1.0f, dlogits, V, inp,
+                C, 1.0f, dwte, C);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Row-wise causal softmax of S [T,T] in place: row i over columns 0..i, zeros after. */
+static void causal_softmax(float *S, int T)
+{
+    for (int i = 0; i < T; i++) {
+        float *row = S + (size_t)i * T;
+        float mx = row[0];
+        for (int j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j <= i; j++) {
+            float e = fexp(row[j] - mx);
+            row[j] = e;
+            sum += e;
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j <= i; j++) row[j] *= inv;
+        for (int j = i + 1; j < T; j++) row[j] = 0.0f;
+    }
+}
+
+void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float *qkv,
+                          int B, int T, int C, int NH)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C, *v = q + 2 * C;
+            float *S = att + ((size_t)b * NH + h) * att_stride;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3,
+                        0.0f, S, T);
+            causal_softmax(S, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3,
+                        0.0f, out + (size_t)b * T * C + (size_t)h * hs, C);
+        }
+}
+
+void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
+                          const float *att, int B, int T, int C, int NH)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = qkv + qo, *k = q + C, *v = q + 2 * C;
+            float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
+            const float *P = att + ((size_t)b * NH + h) * (size_t)T * T;
+            const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
+            /* dP = dY V^T;  dV = P^T dY */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
+                        0.0f, datt, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C,
+                        0.0f, dv, C3);
+            /* softmax backward: dS = P * (dP - sum_j P dP), zero above the diagonal */
+            for (int i = 0; i < T; i++) {
+                const float *p = P + (size_t)i * T;
+                float *d = datt + (size_t)i * T;
+                float dot = 0.0f;
+                for (int j = 0; j <= i; j++) dot += p[j] * d[j];
+                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+                for (int j = i + 1; j < T; j++) d[j] = 0.0f;
+            }
+            /* S = scale Q K^T:  dQ = scale dS K;  dK = scale dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, datt, T, k,
+                        C3, 0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, datt, T, q,
+                        C3, 0.0f, dk, C3);
+        }
+}
+
+/* ---------------------------------------------------------------- gelu, residual */
+
+void dga_op_gelu_fwd(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float t = ftanh(GELU_K * (x + GELU_A * x * x * x));
+        out[i] = 0.5f * x * (1.0f + t);
+    }
+}
+
+void dga_op_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float t = ftanh(GELU_K * (x + GELU_A * x * x * x));
+        float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+        float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+        dinp[i] = g * dout[i];
+    }
+}
+
+void dga_op_residual_fwd(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+static inline float row_max(const float *x, int V)
+{
+    float mx = x[0];
+    for (int j = 1; j < V; j++) mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+double dga_op_xent_row(const float *logits, int V, int target)
+{
+    float mx = row_max(logits, V);
+    float sum = 0.0f;
+    for (int j = 0; j < V; j++) sum += fexp(logits[j] - mx);
+    return (double)logf(sum) + (double)mx - (double)logits[target];
+}
+
+double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int V,
+                           float dscale)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < N; i++) {
+        float *row = logits + i * (size_t)V;
+        int tg = targets[i];
+        if (tg < 0) {
+            memset(row, 0, (size_t)V * sizeof *row);
+            continue;
+        }
+        float mx = row_max(row, V);
+        float xt = row[tg];
+        float sum = 0.0f;
+        for (int j = 0; j < V; j++) {
+            float e = fexp(row[j] - mx);
+            row[j] = e;
+            sum += e;
+        }
+        total += (double)logf(sum) + (double)mx - (double)xt;
+        float s = dscale / sum;
+        for (int j = 0; j < V; j++) row[j] *= s;
+        row[tg] -= dscale;
+    }
+    return total;
+}

@@ -1,0 +1,79 @@
+/* Fused forward/backward kernels of the GPT-2 layers, on flat float buffers.
+ *
+ * Conventions (llm.c's): N = B*T rows, row-major activations [N, C]; linear weights are
+ * stored [in, out] (Hugging Face Conv1D); every matmul goes through cblas_sgemm.
+ * Backward kernels ACCUMULATE into parameter gradients (dw, db) so a step can sum several
+ * batches; for activation gradients each function says whether it overwrites or accumulates.
+ * No kernel allocates memory, checks arguments or fails: callers (gpt.c) validate first. */
+#ifndef DGA_OPS_H
+#define DGA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* exp(x) for float, vectorisable (Cody-Waite range reduction + degree-7 polynomial, relative
+ * error ~2e-7 on [-87, 88]; saturates to 0 / FLT_MAX outside). */
+float dga_fast_expf(float x);
+
+/* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:].  tok [B,T] must already be valid ids.
+ * wte [V,C], wpe [T_max,C], out [B,T,C]. */
+void dga_op_embed_fwd(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                      int B, int T, int C);
+/* dwte[tok] += dout, dwpe[t] += dout (sequential: deterministic). */
+void dga_op_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                      int B, int T, int C);
+
+/* out = (x - mean) * rstd * w + b per row, eps 1e-5; mean, rstd [N] saved (may be NULL). */
+void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, size_t N, int C);
+/* dinp += ..., dw += ..., db += ...  (inp, mean, rstd as saved by the forward). */
+void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean,
+                          const float *rstd, size_t N, int C);
+
+/* out [N,OC] = inp [N,IC] @ w [IC,OC] + bias [OC] (bias may be NULL). */
+void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
+                       size_t N, int IC, int OC);
+/* dinp [N,IC] = dout @ w^T (OVERWRITTEN; skipped if NULL); dw += inp^T @ dout;
+ * db += column sums of dout (skipped if NULL). */
+void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
+                       const float *inp, const float *w, size_t N, int IC, int OC);
+
+/* Tied output head: logits [N,V] = inp [N,C] @ wte^T, wte [V,C]. */
+void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t N, int C,
+                       int V);
+/* dinp [N,C] = dlogits @ wte (OVERWRITTEN); dwte += dlogits^T @ inp. */
+void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const float *inp,
+                       const float *wte, size_t N, int C, int V);
+
+/* Causal multi-head attention over qkv [B,T,3C] (q|k|v, heads contiguous within each):
+ * out [B,T,C]. Softmax probabilities are written to att + (b*NH + h) * att_stride as [T,T]
+ * (row i holds keys 0..i, zeros after); att_stride = T*T keeps them all for backward,
+ * att_stride = 0 reuses one [T,T] scratch (inference). */
+void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float *qkv,
+                          int B, int T, int C, int NH);
+/* dqkv [B,T,3C] OVERWRITTEN; datt is a [T,T] scratch. att as saved with stride T*T. */
+void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
+                          const float *att, int B, int T, int C, int NH);
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void dga_op_gelu_fwd(float *out, const float *inp, size_t n);
+/* dinp = gelu'(inp) * dout (OVERWRITTEN; dinp may alias dout). */
+void dga_op_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* out = a + b (out may alias a). */
+void dga_op_residual_fwd(float *out, const float *a, const float *b, size_t n);
+/* da += dout, db += dout. */
+void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n);
+
+/* Negative log-likelihood -log softmax(logits)[target] of one row of V logits (double). */
+double dga_op_xent_row(const float *logits, int V, int target);
+
+/* Fused softmax + cross-entropy + its backward, for training: for each of the N rows with
+ * targets[i] != DGA_IGNORE (-1), adds -log softmax(row)[target] to the returned sum and
+ * replaces the row by dscale * (softmax(row) - onehot(target)); rows with ignored targets
+ * become zeros. Targets must already be valid. */
+double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int V,
+                           float dscale);
+
+#endif

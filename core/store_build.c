@@ -1,0 +1,223 @@
+/* dga_store_build: corpus directory -> tokenizer -> sequences -> domain store.
+ *
+ * Sources are the immediate subdirectories of the corpus, in byte-wise sorted order (a
+ * directory without subdirectories is one source, named after it). Each source is read with
+ * the jsonl reader (recursively, .jsonl and .txt), up to max_mb MB of text when set: the
+ * document that crosses the limit is the last one read. The tokenizer is either loaded or
+ * trained on the same documents (at most train_mb MB per source when set). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bpe.h"
+#include "jsonl.h"
+#include "store.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct {
+    char **names;   /* display names */
+    char **paths;
+    int    n;
+} source_list;
+
+static void sources_free(source_list *s)
+{
+    for (int i = 0; i < s->n; i++) free(s->names[i]), free(s->paths[i]);
+    free(s->names), free(s->paths);
+    memset(s, 0, sizeof *s);
+}
+
+static dga_status list_sources(const char *corpus, source_list *out)
+{
+    memset(out, 0, sizeof *out);
+    struct stat sb;
+    if (stat(corpus, &sb) != 0) return dga_fail_errno(DGA_ERR_IO, "%s: cannot read the corpus", corpus);
+    char **names = NULL;
+    int n = 0;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(corpus);
+        if (!d) return dga_fail_errno(DGA_ERR_IO, "%s: cannot list", corpus);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", corpus, e->d_name);
+            if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+            char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
+            if (!nn || !(nn[n] = strdup(e->d_name))) {
+                if (nn) names = nn;
+                for (int i = 0; i < n; i++) free(names[i]);
+                free(names);
+                closedir(d);
+                return dga_fail(DGA_ERR_NOMEM, "store: out of memory listing %s", corpus);
+            }
+            names = nn;
+            n++;
+        }
+        closedir(d);
+    }
+    if (n == 0) {
+        /* One source: the corpus itself. */
+        const char *slash = strrchr(corpus, '/');
+        const char *base = slash && slash[1] ? slash + 1 : corpus;
+        out->names = malloc(sizeof *out->names);
+        out->paths = malloc(sizeof *out->paths);
+        if (!out->names || !out->paths || !(out->names[0] = strdup(base)) ||
+            !(out->paths[0] = strdup(corpus))) {
+            free(out->names), free(out->paths);
+            return dga_fail(DGA_ERR_NOMEM, "store: out of memory");
+        }
+        out->n = 1;
+        return DGA_OK;
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    out->names = names;
+    out->paths = calloc((size_t)n, sizeof *out->paths);
+    out->n = n;
+    if (!out->paths) {
+        sources_free(out);
+        return dga_fail(DGA_ERR_NOMEM, "store: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(corpus) + strlen(names[i]) + 2;
+        if (!(out->paths[i] = malloc(len))) {
+            sources_free(out);
+            return dga_fail(DGA_ERR_NOMEM, "store: out of memory");
+        }
+        snprintf(out->paths[i], len, "%s/%s", corpus, names[i]);
+    }
+    return DGA_OK;
+}
+
+/* Calls fn on each document of a source until `limit` bytes (0: no limit) have been read. */
+typedef dga_status (*doc_fn)(void *ud, const char *text, size_t len);
+
+static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void *ud,
+                              size_t *docs, size_t *bytes, size_t *skipped)
+{
+    dga_text_reader *r;
+    dga_status st = dga_text_open(path, &r);
+    if (st != DGA_OK) return st;
+    size_t limit = limit_mb > 0 ? (size_t)(limit_mb * 1e6) : 0;
+    *docs = *bytes = 0;
+    for (;;) {
+        dga_text_doc doc;
+        if ((st = dga_text_next(r, &doc)) != DGA_OK || !doc.text) break;
+        if ((st = fn(ud, doc.text, doc.len)) != DGA_OK) break;
+        (*docs)++;
+        *bytes += doc.len;
+        if (limit && *bytes >= limit) break;
+    }
+    if (skipped) *skipped = dga_text_reader_stats(r)->skipped;
+    dga_text_close(r);
+    return st;
+}
+
+static dga_status train_add(void *ud, const char *text, size_t len)
+{
+    return dga_bpe_trainer_add(ud, text, len);
+}
+
+typedef struct {
+    dga_bpe           *tok;
+    dga_store_builder *b;
+    dga_bpe_ids        ids;
+    size_t             tokens;
+} encode_ctx;
+
+static dga_status encode_add(void *ud, const char *text, size_t len)
+{
+    encode_ctx *c = ud;
+    c->ids.n = 0;
+    dga_status st = dga_bpe_encode_append(c->tok, text, len, &c->ids);
+    if (st != DGA_OK) return st;
+    c->tokens += c->ids.n + 1;
+    return dga_store_builder_add_doc(c->b, c->ids.ids, c->ids.n);
+}
+
+static dga_status decode_fn(void *ud, const int32_t *ids, size_t n, char **text, size_t *len)
+{
+    return dga_bpe_decode(ud, ids, n, text, len);
+}
+
+dga_status dga_store_build(const dga_store_build_opts *o)
+{
+    if (!o->corpus || !o->out) return dga_fail(DGA_ERR_INVALID, "store_build: corpus and out are required");
+    int seq_len = o->seq_len > 0 ? o->seq_len : 129;
+    source_list src;
+    dga_status st = list_sources(o->corpus, &src);
+    if (st != DGA_OK) return st;
+    dga_bpe *tok = NULL;
+    dga_store_builder *b = NULL;
+    encode_ctx ec = {0};
+    char tok_tmp[4200] = "";
+    const char *tok_path = o->tokenizer;
+    double t0 = now_s();
+    size_t docs, bytes, skipped;
+
+    if (o->tokenizer) {
+        if ((st = dga_bpe_load(o->tokenizer, &tok))) goto done;
+    } else {
+        dga_bpe_trainer *tr;
+        if ((st = dga_bpe_trainer_new(&tr))) goto done;
+        double lim = o->train_mb > 0 ? o->train_mb : o->max_mb;
+        if (o->max_mb > 0 && lim > o->max_mb) lim = o->max_mb;
+        for (int i = 0; i < src.n && st == DGA_OK; i++)
+            st = walk_source(src.paths[i], lim, train_add, tr, &docs, &bytes, NULL);
+        if (st == DGA_OK) st = dga_bpe_trainer_finish(tr, o->vocab > 0 ? o->vocab : 8192, &tok);
+        dga_bpe_trainer_free(tr);
+        if (st != DGA_OK) goto done;
+        snprintf(tok_tmp, sizeof tok_tmp, "%s.tokenizer.%ld.json", o->out, (long)getpid());
+        if ((st = dga_bpe_save(tok, tok_tmp))) goto done;
+        tok_path = tok_tmp;
+        if (o->verbose)
+            fprintf(stderr, "store: trained a tokenizer (vocab %d) in %.1f s\n",
+                    dga_bpe_vocab_size(tok), now_s() - t0);
+    }
+    if ((st = dga_store_builder_new(seq_len, dga_bpe_vocab_size(tok), dga_bpe_eot(tok), &b))) goto done;
+    ec.tok = tok;
+    ec.b = b;
+    for (int i = 0; i < src.n; i++) {
+        double ts = now_s();
+        int64_t before = dga_store_builder_sequences(b);
+        size_t tok_before = ec.tokens;
+        if ((st = dga_store_builder_add_source(b, src.names[i]))) goto done;
+        if ((st = walk_source(src.paths[i], o->max_mb, encode_add, &ec, &docs, &bytes, &skipped)))
+            goto done;
+        if (o->verbose)
+            fprintf(stderr, "store: %-24s %7zu docs %8.1f MB %10zu tokens %8lld sequences%s (%.1f s)\n",
+                    src.names[i], docs, (double)bytes / 1e6, ec.tokens - tok_before,
+                    (long long)(dga_store_builder_sequences(b) - before),
+                    skipped ? " (some lines skipped)" : "", now_s() - ts);
+    }
+    dga_store_write_opts wo = {.nlevels = o->nlevels, .spherical = o->spherical, .iters = o->iters,
+                               .seed = o->seed, .embedder = o->embedder, .tokenizer_path = tok_path,
+                               .decode = decode_fn, .decode_ud = tok, .verbose = o->verbose};
+    memcpy(wo.levels, o->levels, sizeof wo.levels);
+    st = dga_store_builder_write(b, o->out, &wo);
+    if (st == DGA_OK && o->verbose)
+        fprintf(stderr, "store: wrote %s (%lld sequences of %d tokens) in %.1f s total\n", o->out,
+                (long long)dga_store_builder_sequences(b), seq_len, now_s() - t0);
+done:
+    if (tok_tmp[0]) unlink(tok_tmp);
+    dga_bpe_ids_free(&ec.ids);
+    dga_store_builder_free(b);
+    dga_bpe_free(tok);
+    sources_free(&src);
+    return st;
+}

@@ -1,0 +1,166 @@
+-- Section 3.2 of the paper: DGA distribution reweighting with MMLU as the specific set.
+--
+--   dgalua experiments/mmlu_dist.lua [--quick] [--dev] [--out runs/mmlu_dist]
+--
+-- Specific set: MMLU_a (half of every subject's test questions; --dev: the 5 dev questions
+-- per subject), rendered with their answers in the lm-evaluation-harness format, tokenised
+-- with the store's tokenizer and cut into sequences. Evaluation: MMLU_b (the other half):
+-- its loss (same rendering) and 0-shot accuracy (letter log-likelihood scoring).
+-- Generic pool: a domain store over the whole corpus, clustered hierarchically (64 coarse
+-- domains, each split into up to 64 leaves: k = 64 and k = 4096 at the two levels).
+-- Basis sets: the N corpus domains (each one's IS histogram over the k domains of the level)
+-- plus the specific set's own IS histogram (N + 1 columns of P).
+-- Runs, at each k: natural (the store's natural mixture), IS (the MMLU_a histogram, fixed),
+-- DGA distribution reweighting (dga_dist over the N + 1 basis distributions).
+-- Output: a table like the paper's Table 2 (MMLU_b loss, average basis loss, MMLU accuracy),
+-- the runs, and figures (<out>/plots: losses, and the distribution weights of the DGA runs).
+local argparse = require "argparse"
+local exp = require "dgalib.experiment"
+local data = require "dgalib.data"
+local runinfo = require "dgalib.runinfo"
+
+local p = argparse("mmlu_dist.lua",
+                   "DGA distribution reweighting towards MMLU (the paper's section 3.2, Table 2).")
+exp.add_common_options(p, {out = "runs/mmlu_dist"})
+p:option("--mmlu", "MMLU directory (dev/, val/, test/); default: data/mmlu or ../shared/data/mmlu.")
+p:flag("--dev", "Specific set = MMLU_dev (5 questions per subject) instead of MMLU_a.")
+p:option("--levels", "Levels of the store's hierarchical k-means.", "64,64")
+p:option("--score", "MMLU_b questions scored for accuracy (0: all).")
+    :convert(require("dgalib.args").int(0))
+local a = p:parse(arg)
+if a.threads and dga.set_threads then dga.set_threads(a.threads) end
+
+local preset = a.quick and {
+    max_mb = 0.25, seq_len = 65, vocab = 2048, steps = 160, batch = 16, T_r = 40,
+    eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 8, lr = 3e-3,
+    basis_docs = 60, basis_heldout = 8, spec_heldout = 48, score = 200,
+} or {
+    max_mb = 3, seq_len = 129, vocab = 4096, steps = 2000, batch = 16, T_r = 100,
+    eval_every = 100, layers = 4, width = 128, heads = 4, align_batch = 16, lr = 2e-3,
+    basis_docs = 400, basis_heldout = 32, spec_heldout = 256, score = 0,
+}
+local steps = a.steps or preset.steps
+local levels = {}
+for v in a.levels:gmatch("%d+") do levels[#levels + 1] = tonumber(v) end
+
+local corpus = data.require_corpus(a.corpus)
+local mmlu_dir = data.require_mmlu(a.mmlu)
+local store_dir = exp.store{corpus = corpus, levels = levels, seq_len = preset.seq_len,
+                            vocab = preset.vocab, max_mb = preset.max_mb, cache = a.cache,
+                            seed = a.seed}
+local store = dga.store_open(store_dir)
+local tok = store:tokenizer()
+
+-- ---- the specific set and the evaluation set --------------------------------------------
+local mm = dga.mmlu_load(mmlu_dir)
+local q_spec = a.dev and mm:split("dev") or mm:split("a", a.seed)
+local q_eval = mm:split("b", a.seed)
+local function rendered(questions)
+    local out = {}
+    for i, q in ipairs(questions) do out[i] = dga.mmlu_render(q, {with_answer = true}) end
+    return out
+end
+local spec_texts = rendered(q_spec)
+local spec_train = exp.text_seqs(tok, spec_texts, preset.seq_len)
+local spec_heldout = exp.text_seqs(tok, rendered(q_eval), preset.seq_len, preset.spec_heldout)
+-- Accuracy on a fixed subset of MMLU_b (every m-th question: all subjects represented).
+local n_score = a.score or preset.score
+local q_score = q_eval
+if n_score > 0 and #q_eval > n_score then
+    q_score = {}
+    local stride = #q_eval / n_score
+    for i = 1, n_score do q_score[i] = q_eval[math.floor((i - 1) * stride) + 1] end
+end
+io.stderr:write(string.format("specific set %s: %d questions -> %d sequences; MMLU_b: %d questions "
+                              .. "(%d held-out sequences, %d scored)\n",
+                              a.dev and "MMLU_dev" or "MMLU_a", #q_spec, spec_train:shape()[1],
+                              #q_eval, spec_heldout:shape()[1], #q_score))
+
+-- ---- basis sets: the corpus domains (+ the specific set itself) --------------------------
+local domains = data.corpus_domains(corpus)
+local basis_texts, basis_heldout = {}, {}
+for j, d in ipairs(domains) do
+    local texts = exp.domain_texts(corpus, d, preset.basis_docs)
+    basis_texts[j] = texts
+    -- Held-out sequences for the basis loss: the domain's later documents, tokenised.
+    -- (The store may also hold them when it read the whole domain; with --quick it reads
+    -- only the first max_mb of each domain, and these are read from its end.)
+    local all = dga.read_texts(corpus .. "/" .. d)
+    local tail = {}
+    for i = math.max(1, #all - 40), #all do tail[#tail + 1] = all[i] end
+    basis_heldout[j] = exp.text_seqs(tok, tail, preset.seq_len, preset.basis_heldout)
+end
+
+local function basis_for(level)
+    local b = {}
+    for j, d in ipairs(domains) do
+        b[j] = {name = d, heldout = basis_heldout[j], histogram = store:histogram(basis_texts[j], level)}
+    end
+    b[#b + 1] = {name = "specific (IS)", histogram = store:histogram(spec_texts, level)}
+    return b
+end
+
+-- ---- runs ---------------------------------------------------------------------------------
+local function config(name, level, policy, extra)
+    local cfg = {
+        name = name, run_dir = a.out .. "/" .. name, seed = a.seed,
+        steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
+        checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
+        model = {layers = preset.layers, width = preset.width, heads = preset.heads},
+        optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
+        schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+        store = {dir = store_dir, level = level},
+        specific = {train = spec_train, heldout = spec_heldout},
+        policy = policy,
+    }
+    for key, v in pairs(extra or {}) do cfg[key] = v end
+    return cfg
+end
+
+local rows, dga_dirs, all_dirs = {}, {}, {}
+for level = 1, store:levels() do
+    local k = store:k(level)
+    local basis = basis_for(level)
+    local is_hist = basis[#basis].histogram
+    local runs = {
+        config(string.format("natural_k%d", k), level, {name = "natural"}, {basis = basis}),
+        config(string.format("is_k%d", k), level, {name = "importance"},
+               {basis = basis, is_histogram = is_hist}),
+        config(string.format("dga_dist_k%d", k), level, {name = "dga_dist", beta = 0.1},
+               {basis = basis, dist = true}),
+    }
+    for _, cfg in ipairs(runs) do
+        io.stderr:write(string.format("== %s\n", cfg.name))
+        local s = exp.run(cfg, a)
+        local model = s.model
+        if not model then model = dga.load_checkpoint(require("trainer").latest_checkpoint(cfg.run_dir)).model end
+        local score = dga.mmlu_score(model, tok, q_score, {shots = 0})
+        rows[#rows + 1] = {run = cfg.name, k = k, policy = cfg.policy.name,
+                           mmlu_b_loss = s.specific_loss, basis_loss = s.basis_loss,
+                           accuracy = 100 * score.accuracy, answer_loss = score.answer_loss}
+        all_dirs[#all_dirs + 1] = cfg.run_dir
+        if cfg.dist then dga_dirs[#dga_dirs + 1] = cfg.run_dir end
+    end
+end
+
+print(string.format("\nmmlu_dist: %d steps per run, specific set %s, %d basis sets (+ specific IS)",
+                    steps, a.dev and "MMLU_dev" or "MMLU_a", #domains))
+exp.print_table(rows, {{"run", "%s"}, {"k", "%d"}, {"mmlu_b_loss", "%.4f", "MMLU_b loss"},
+                       {"basis_loss", "%.4f", "avg basis loss"},
+                       {"accuracy", "%.1f", "MMLU acc %"},
+                       {"answer_loss", "%.4f", "answer NLL"}},
+                a.out .. "/table2.csv")
+print(string.format("(accuracy on %d MMLU_b questions, 0-shot; chance = 25%%)", #q_score))
+if not a.no_plot then
+    local plot = require "plot"
+    local runs = {}
+    for i, d in ipairs(all_dirs) do runs[i] = plot.read_run(d) end
+    local f = plot.loss_figure(runs, a.out .. "/plots", {title = "MMLU_b loss", ylabel = "MMLU_b loss"})
+    print("figure: " .. f.png)
+    for _, d in ipairs(dga_dirs) do
+        local g = plot.weights_figure(plot.read_run(d), a.out .. "/plots", {top = 8})
+        if g then print("figure: " .. g.png) end
+    end
+end
+runinfo.write_atomic(a.out .. "/README.txt",
+    "mmlu_dist runs: table2.csv (the comparison), plots/ (losses, distribution weights)\n")

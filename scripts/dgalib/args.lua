@@ -1,0 +1,62 @@
+-- Small helpers for the command-line tools (built on lua-argparse).
+--
+--   local args = require "dgalib.args"
+--   parser:option("--steps"):convert(args.int(1))        -- integer >= 1
+--   parser:option("--lr"):convert(args.number(0))         -- finite number >= 0
+--   args.ids("1 2 3")  -> {1, 2, 3} (or nil, message)
+--   args.fail(parser, msg)  -> prints usage + message, exits 1 (argparse's own error path)
+local M = {}
+
+-- Converter for an integer >= lo (and <= hi when given).
+function M.int(lo, hi)
+    return function(s)
+        local v = math.tointeger(tonumber(s))
+        if not v then return nil, string.format("'%s' is not an integer", s) end
+        if (lo and v < lo) or (hi and v > hi) then
+            return nil, string.format("%d is outside %s..%s", v, tostring(lo or "-inf"),
+                                      tostring(hi or "inf"))
+        end
+        return v
+    end
+end
+
+-- Converter for a finite number >= lo (and <= hi when given).
+function M.number(lo, hi)
+    return function(s)
+        local v = tonumber(s)
+        if not v or v ~= v or v == math.huge or v == -math.huge then
+            return nil, string.format("'%s' is not a finite number", s)
+        end
+        if (lo and v < lo) or (hi and v > hi) then
+            return nil, string.format("%s is outside %s..%s", s, tostring(lo or "-inf"),
+                                      tostring(hi or "inf"))
+        end
+        return v
+    end
+end
+
+-- "1 2 3" or "1,2,3" -> {1, 2, 3}; nil and a message on anything else.
+function M.ids(s)
+    local out = {}
+    for tok in tostring(s):gmatch("[^%s,]+") do
+        local v = math.tointeger(tonumber(tok))
+        if not v or v < 0 then return nil, string.format("'%s' is not a token id (integer >= 0)", tok) end
+        out[#out + 1] = v
+    end
+    if #out == 0 then return nil, "no token ids given" end
+    return out
+end
+
+function M.fail(parser, msg)
+    parser:error(msg)   -- prints usage and the message on stderr, exits with status 1
+end
+
+-- The vocabulary size a shard declares (dga.shard_read's info), or nil.
+function M.shard_vocab(info)
+    if type(info) ~= "table" then return nil end
+    local v = info.vocab_size or info.vocab
+    if type(v) == "number" and v > 0 then return math.tointeger(v) end
+    return nil
+end
+
+return M

@@ -1,0 +1,204 @@
+-- Shared pieces of the experiments (experiments/*.lua): cached domain stores, specific sets
+-- made from corpus text, comparison tables.
+--
+--   local exp = require "dgalib.experiment"
+--   local dir = exp.store{corpus = C, exclude = {"us_legislation"}, levels = {64},
+--                         seq_len = 65, vocab = 4096, max_mb = 1, cache = "runs/cache"}
+--   local seqs = exp.text_seqs(tok, texts, seq_len)          -- int32 [n, seq_len]
+--   local train, heldout = exp.split(seqs, n_heldout)
+--   exp.print_table(rows, {{"policy", "%s"}, {"specific_loss", "%.4f"}})
+local runinfo = require "dgalib.runinfo"
+local csvlog = require "dgalib.csvlog"
+
+local M = {}
+
+local function key_of(t)
+    local parts = {}
+    for _, k in ipairs(t) do parts[#parts + 1] = tostring(k) end
+    return table.concat(parts, "_"):gsub("[^%w%-_.]", "_")
+end
+
+-- A corpus directory holding only some domains (symlinks into the real corpus), so a store
+-- can be built without the specific domain: its text is then never in the generic pool.
+function M.corpus_subset(corpus, exclude, cache)
+    local data = require "dgalib.data"
+    local skip = {}
+    for _, d in ipairs(exclude or {}) do skip[d] = true end
+    local names = {}
+    for _, d in ipairs(data.corpus_domains(corpus)) do
+        if not skip[d] then names[#names + 1] = d end
+    end
+    if #names == 0 then error("corpus " .. corpus .. ": no domain left after excluding", 2) end
+    if not exclude or #exclude == 0 then return corpus, names end
+    local dir = cache .. "/corpus-without-" .. key_of(exclude)
+    runinfo.mkdir_p(dir)
+    local abs = corpus:sub(1, 1) == "/" and corpus or (require("lfs").currentdir() .. "/" .. corpus)
+    for _, d in ipairs(names) do
+        local link = dir .. "/" .. d
+        if not runinfo.exists(link) then
+            local ok = os.execute(string.format("ln -s '%s/%s' '%s'", abs, d, link))
+            if not ok then error("cannot create symlink " .. link, 2) end
+        end
+    end
+    return dir, names
+end
+
+-- Builds (or reuses) a domain store; returns its directory. The cache key holds every option,
+-- so changing one builds a new store.
+function M.store(o)
+    local cache = o.cache or (runinfo.repo_root() .. "/runs/cache")
+    runinfo.mkdir_p(cache)
+    local levels = o.levels or {64}
+    local key = key_of{"store", key_of(o.exclude or {"all"}), "L" .. key_of(levels),
+                       "s" .. (o.seq_len or 129), "v" .. (o.vocab or 8192),
+                       "mb" .. (o.max_mb or 0), "seed" .. (o.seed or 1)}
+    local dir = cache .. "/" .. key
+    if runinfo.is_file(dir .. "/manifest.json") then
+        if not o.quiet then io.stderr:write("using cached store " .. dir .. "\n") end
+        return dir
+    end
+    local corpus = M.corpus_subset(o.corpus, o.exclude, cache)
+    if not o.quiet then
+        io.stderr:write(string.format("building store %s from %s (levels %s, seq_len %d, vocab %d%s)\n",
+            dir, corpus, table.concat(levels, ","), o.seq_len or 129, o.vocab or 8192,
+            o.max_mb and string.format(", %.3g MB per domain", o.max_mb) or ""))
+    end
+    local t0 = runinfo.now()
+    dga.store_build{corpus = corpus, out = dir, levels = levels, seq_len = o.seq_len,
+                    vocab = o.vocab, max_mb = o.max_mb, train_mb = o.train_mb,
+                    seed = o.seed, verbose = not o.quiet}
+    if not o.quiet then
+        io.stderr:write(string.format("store built in %.1f s\n", runinfo.now() - t0))
+    end
+    return dir
+end
+
+-- Token sequences of exactly seq_len tokens from texts: each text encoded, documents joined
+-- with <|endoftext|>, the stream cut into consecutive sequences (the tail dropped).
+-- max_seqs stops early.
+function M.text_seqs(tok, texts, seq_len, max_seqs)
+    local eot = tok:eot()
+    local stream = {}
+    local need = max_seqs and max_seqs * seq_len or math.huge
+    for _, text in ipairs(texts) do
+        local ids = tok:encode(text)
+        for i = 1, #ids do stream[#stream + 1] = ids[i] end
+        stream[#stream + 1] = eot
+        if #stream >= need then break end
+    end
+    local n = #stream // seq_len
+    if max_seqs then n = math.min(n, max_seqs) end
+    if n == 0 then error("text_seqs: not enough text for one sequence of " .. seq_len .. " tokens", 2) end
+    local out = dga.zeros(n, seq_len, "int32")
+    for i = 1, n * seq_len do out[i] = stream[i] end
+    return out
+end
+
+-- The texts of one corpus domain (at most max_docs documents).
+function M.domain_texts(corpus, domain, max_docs)
+    local texts = dga.read_texts(corpus .. "/" .. domain, max_docs)
+    if #texts == 0 then error("corpus domain " .. domain .. " has no documents", 2) end
+    return texts
+end
+
+-- First rows as the training part, the last n_heldout rows as held-out (views).
+function M.split(seqs, n_heldout)
+    local n = seqs:shape()[1]
+    if n < 2 then error("split: need at least 2 sequences", 2) end
+    n_heldout = math.max(1, math.min(n_heldout, n // 2))
+    return seqs:narrow(1, n - n_heldout), seqs:narrow(n - n_heldout + 1, n_heldout)
+end
+
+-- Rows `first`..`first+count-1` of a 2-D tensor as a new tensor.
+function M.rows(seqs, first, count) return seqs:narrow(first, count):clone() end
+
+-- Prints a table: columns = list of {key, format[, title]}. Also returns the text.
+function M.format_table(rows, columns)
+    local head, cells, width = {}, {}, {}
+    for j, c in ipairs(columns) do
+        head[j] = c[3] or c[1]
+        width[j] = #head[j]
+    end
+    for i, r in ipairs(rows) do
+        cells[i] = {}
+        for j, c in ipairs(columns) do
+            local v = r[c[1]]
+            local s = v == nil and "-" or (type(v) == "number" and string.format(c[2], v) or tostring(v))
+            cells[i][j] = s
+            width[j] = math.max(width[j], #s)
+        end
+    end
+    local lines = {}
+    local function line(vals)
+        local parts = {}
+        for j, v in ipairs(vals) do
+            parts[j] = (j == 1) and (v .. string.rep(" ", width[j] - #v))
+                       or (string.rep(" ", width[j] - #v) .. v)
+        end
+        lines[#lines + 1] = table.concat(parts, "  ")
+    end
+    line(head)
+    local rule = {}
+    for j = 1, #columns do rule[j] = string.rep("-", width[j]) end
+    lines[#lines + 1] = table.concat(rule, "  ")
+    for _, c in ipairs(cells) do line(c) end
+    return table.concat(lines, "\n")
+end
+
+function M.print_table(rows, columns, csv_path)
+    local text = M.format_table(rows, columns)
+    print(text)
+    if csv_path then
+        local names = {}
+        for j, c in ipairs(columns) do names[j] = c[1] end
+        local log = csvlog.open(csv_path, names)
+        for _, r in ipairs(rows) do
+            local rec = {}
+            for _, n in ipairs(names) do rec[n] = r[n] end
+            log:write(rec)
+        end
+        log:close()
+    end
+    return text
+end
+
+-- Common options of the experiment scripts.
+function M.add_common_options(p, defaults)
+    local args = require "dgalib.args"
+    p:flag("--quick", "A small configuration that finishes in minutes on 2 cores.")
+    p:option("--out", "Directory for the runs and the figures.", defaults.out)
+    p:option("--corpus", "Corpus directory (<domain>/*.jsonl); default: data/corpus or ../shared/data/corpus.")
+    p:option("--cache", "Directory for cached stores (default: <repo>/runs/cache).")
+    p:option("--steps", "Training steps per run (overrides the preset)."):convert(args.int(1))
+    p:option("--seed", "Seed of every run.", "1"):convert(args.int(0))
+    p:option("--threads", "OpenBLAS threads."):convert(args.int(1))
+    p:flag("--resume", "Continue runs that have a checkpoint in --out instead of restarting them.")
+    p:flag("--no-plot", "Do not draw figures.")
+end
+
+-- Runs one configuration unless its run directory already finished (resume: continue it).
+function M.run(cfg, a)
+    local trainer = require "trainer"
+    local opts = {}
+    if a.resume and trainer.latest_checkpoint(cfg.run_dir) then
+        local ck = trainer.latest_checkpoint(cfg.run_dir)
+        local step = tonumber(ck:match("ckpt%-(%d+)"))
+        if step and step >= cfg.steps then
+            -- Finished already: evaluate nothing again, reuse its final metrics.
+            local recs = csvlog.read_records(cfg.run_dir .. "/metrics.csv")
+            local last = recs[#recs]
+            local basis, n, s = {}, 0, 0
+            for key, v in pairs(last) do
+                local j = key:match("^basis_(%d+)_loss$")
+                if j and type(v) == "number" then basis[tonumber(j)] = v; n, s = n + 1, s + v end
+            end
+            return {name = cfg.name, policy = cfg.policy.name, run_dir = cfg.run_dir,
+                    specific_loss = last.specific_loss, generic_loss = last.generic_loss,
+                    basis = basis, basis_loss = n > 0 and s / n or nil, reused = true}
+        end
+        opts.resume = true
+    end
+    return trainer.run(cfg, opts)
+end
+
+return M

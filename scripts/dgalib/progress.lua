@@ -1,0 +1,137 @@
+-- A progress line for training loops: step, loss, learning rate, tokens/s, elapsed, ETA.
+--
+--   local progress = require "dgalib.progress"
+--   local p = progress.new{total = 1000, label = "train"}
+--   p:start(0)                                   -- optional: the step we resume from
+--   p:update(step, {loss = 3.21, lr = 1e-3, tokens = B * T})   -- tokens: this step's tokens
+--   p:finish()
+--
+-- Output goes to opts.out (default io.stderr, so stdout stays free for results). On a
+-- terminal the line is rewritten in place; otherwise one line per update (every `every`
+-- steps, default 1, and always the last step). Extra numeric fields of the update table
+-- are shown after the standard ones as "name value". Timing uses a monotonic clock from
+-- lua-system when present (os.time otherwise); nothing else depends on it.
+local M = {}
+
+local ok_sys, sys = pcall(require, "system")
+local function now()
+    if ok_sys and sys.monotime then return sys.monotime() end
+    return os.time()
+end
+M.now = now
+
+-- "1:02:03" / "2:03"
+function M.format_duration(s)
+    if s ~= s or s == math.huge or s < 0 then return "?" end
+    s = math.floor(s + 0.5)
+    local h, m = s // 3600, (s % 3600) // 60
+    if h > 0 then return string.format("%d:%02d:%02d", h, m, s % 60) end
+    return string.format("%d:%02d", m, s % 60)
+end
+
+-- 950 -> "950", 12345 -> "12.3k", 4.2e6 -> "4.20M"
+function M.format_rate(x)
+    if x ~= x or x == math.huge then return "?" end
+    if x >= 1e6 then return string.format("%.2fM", x / 1e6) end
+    if x >= 1e4 then return string.format("%.1fk", x / 1e3) end
+    return string.format("%.0f", x)
+end
+
+local Progress = {}
+Progress.__index = Progress
+
+local function stderr_is_tty()
+    local ok = os.execute("[ -t 2 ] 2>/dev/null")
+    return ok == true
+end
+
+function M.new(opts)
+    opts = opts or {}
+    local self = setmetatable({
+        total = opts.total,
+        label = opts.label,
+        out = opts.out or io.stderr,
+        every = math.max(1, math.floor(opts.every or 1)),
+        t0 = now(),
+        first = 0,
+        tokens = 0,
+        last_len = 0,
+    }, Progress)
+    if opts.overwrite ~= nil then
+        self.overwrite = opts.overwrite
+    else
+        self.overwrite = self.out == io.stderr and stderr_is_tty()
+    end
+    return self
+end
+
+-- Marks the step training starts from (a resumed run starts at its checkpoint's step).
+function Progress:start(step)
+    self.first = step or 0
+    self.t0 = now()
+    self.tokens = 0
+end
+
+local standard = {loss = true, lr = true, tokens = true}
+
+-- The line for `step` (without printing it).
+function Progress:line(step, fields)
+    fields = fields or {}
+    local elapsed = now() - self.t0
+    local done = step - self.first
+    local parts = {}
+    local head = self.label and (self.label .. " ") or ""
+    if self.total then
+        head = head .. string.format("step %d/%d", step, self.total)
+    else
+        head = head .. string.format("step %d", step)
+    end
+    parts[#parts + 1] = head
+    if fields.loss then parts[#parts + 1] = string.format("loss %.4f", fields.loss) end
+    if fields.lr then parts[#parts + 1] = string.format("lr %.2e", fields.lr) end
+    local extra = {}
+    for k, v in pairs(fields) do
+        if not standard[k] and type(v) == "number" then extra[#extra + 1] = k end
+    end
+    table.sort(extra)
+    for _, k in ipairs(extra) do parts[#parts + 1] = string.format("%s %.4g", k, fields[k]) end
+    if elapsed > 0 and self.tokens > 0 then
+        parts[#parts + 1] = M.format_rate(self.tokens / elapsed) .. " tok/s"
+    end
+    parts[#parts + 1] = "elapsed " .. M.format_duration(elapsed)
+    if self.total and done > 0 then
+        parts[#parts + 1] = "ETA " .. M.format_duration(elapsed / done * (self.total - step))
+    end
+    return table.concat(parts, " | ")
+end
+
+function Progress:update(step, fields)
+    fields = fields or {}
+    self.tokens = self.tokens + (fields.tokens or 0)
+    self.step = step
+    local last = self.total and step >= self.total
+    if (step - self.first) % self.every ~= 0 and not last then return end
+    local line = self:line(step, fields)
+    if self.overwrite then
+        local pad = math.max(0, self.last_len - #line)
+        self.out:write("\r", line, string.rep(" ", pad))
+        self.last_len = #line
+    else
+        self.out:write(line, "\n")
+    end
+    self.out:flush()
+end
+
+-- Ends an in-place line with a newline.
+function Progress:finish()
+    if self.overwrite and self.last_len > 0 then
+        self.out:write("\n")
+        self.out:flush()
+        self.last_len = 0
+    end
+end
+
+-- Seconds since start (or creation).
+function Progress:elapsed() return now() - self.t0 end
+
+return M

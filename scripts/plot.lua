@@ -1,0 +1,226 @@
+-- Figures of runs with gnuplot (Debian gnuplot-nox: terminals pngcairo and svg).
+--
+--   dgalua scripts/plot.lua RUN_DIR... [--out DIR] [--top N] [--title T]
+--
+-- writes into DIR (default: the first run's parent directory /plots):
+--   specific_loss.{gp,dat files,png,svg}   the specific held-out loss against steps, one
+--                                          line per run (legend: run name / policy)
+--   weights_<run>.{gp,dat,png,svg}         each run's mixture weights over time as stacked
+--                                          areas: the top N domains and "other"
+-- The .gp scripts stay next to the figures so a figure can be restyled by hand.
+-- As a module (require "plot"): plot.loss_figure(runs, out, opts), plot.weights_figure(run,
+-- out, opts), plot.read_run(dir), plot.run_gnuplot(script_path).
+local csvlog = require "dgalib.csvlog"
+local runinfo = require "dgalib.runinfo"
+
+local M = {}
+
+-- gnuplot string literal (double quotes; backslash and quote escaped).
+local function gq(s)
+    return '"' .. tostring(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"'
+end
+M.quote = gq
+
+local function basename(p) return (p:gsub("/+$", ""):match("([^/]+)$")) or p end
+
+local function safe(s) return (tostring(s):gsub("[^%w%-_.]", "_")) end
+
+-- Everything plots need from a run directory.
+function M.read_run(dir)
+    local run = {dir = dir, name = basename(dir)}
+    local ok, cfg = pcall(runinfo.read_config, dir .. "/config.lua")
+    if ok and type(cfg) == "table" then
+        run.config = cfg
+        run.policy = cfg.policy and cfg.policy.name
+        if cfg.name and cfg.name ~= "run" then run.name = cfg.name end
+    end
+    run.metrics = csvlog.read_records(dir .. "/metrics.csv")
+    if not run.metrics then error(dir .. ": no metrics.csv (not a run directory?)", 2) end
+    run.weights = csvlog.read_records(dir .. "/weights.csv") or {}
+    local doms = csvlog.read_records(dir .. "/domains.csv") or {}
+    run.domain_names = {}
+    for _, r in ipairs(doms) do run.domain_names[r.domain] = tostring(r.name) end
+    return run
+end
+
+function M.label(run)
+    if run.policy and not tostring(run.name):find(run.policy, 1, true) then
+        return run.name .. " (" .. run.policy .. ")"
+    end
+    return run.name
+end
+
+local TERMINALS = {
+    png = "set terminal pngcairo size 1000,620 enhanced font 'sans,11'",
+    svg = "set terminal svg size 1000,620 dynamic font 'sans,11'",
+}
+
+-- Runs gnuplot on a script; raises with gnuplot's messages on failure.
+function M.run_gnuplot(script)
+    local errf = script .. ".err"
+    local ok = os.execute(string.format("gnuplot %s 2>%s", script, errf))
+    local msg = runinfo.read_file(errf) or ""
+    os.remove(errf)
+    if not ok then error("gnuplot failed on " .. script .. ":\n" .. msg, 2) end
+    return msg
+end
+
+-- The script body is written once per terminal: `body(ext)` returns the plot commands.
+local function write_and_plot(out, stem, preamble, body)
+    local lines = {"# written by scripts/plot.lua; run: gnuplot " .. stem .. ".gp"}
+    for _, ext in ipairs{"png", "svg"} do
+        lines[#lines + 1] = TERMINALS[ext]
+        lines[#lines + 1] = "set output " .. gq(out .. "/" .. stem .. "." .. ext)
+        lines[#lines + 1] = preamble
+        lines[#lines + 1] = body
+        lines[#lines + 1] = "unset output"
+    end
+    local script = out .. "/" .. stem .. ".gp"
+    runinfo.write_atomic(script, table.concat(lines, "\n") .. "\n")
+    M.run_gnuplot(script)
+    return {png = out .. "/" .. stem .. ".png", svg = out .. "/" .. stem .. ".svg", gp = script}
+end
+
+-- Specific (or another metrics column's) loss against steps, one line per run.
+function M.loss_figure(runs, out, opts)
+    opts = opts or {}
+    local column = opts.column or "specific_loss"
+    runinfo.mkdir_p(out)
+    local plots = {}
+    for i, run in ipairs(runs) do
+        local rows = {}
+        for _, r in ipairs(run.metrics) do
+            local v = r[column]
+            if type(v) == "number" and v == v then
+                rows[#rows + 1] = string.format("%s %.9g", tostring(r.step), v)
+            end
+        end
+        local dat = string.format("%s/%s_%02d_%s.dat", out, column, i, safe(run.name))
+        runinfo.write_atomic(dat, "# step " .. column .. "\n" .. table.concat(rows, "\n") .. "\n")
+        plots[#plots + 1] = string.format("%s using 1:2 with linespoints lw 2 pt 7 ps 0.5 title %s",
+                                          gq(dat), gq(M.label(run)))
+    end
+    local preamble = table.concat({
+        "set termoption noenhanced",
+        "set title " .. gq(opts.title or (column:gsub("_", " ") .. " against steps")),
+        "set xlabel 'step'",
+        "set ylabel " .. gq(opts.ylabel or column),
+        "set key top right",
+        "set grid",
+    }, "\n")
+    local stem = opts.stem or column
+    return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
+end
+
+-- Weights over time as stacked areas: top `top` domains by mean weight, the rest as "other".
+-- Weights are piecewise constant between updates, drawn as steps.
+function M.weights_figure(run, out, opts)
+    opts = opts or {}
+    local top = opts.top or 8
+    runinfo.mkdir_p(out)
+    local by_step, steps, domains = {}, {}, {}
+    for _, r in ipairs(run.weights) do
+        local s = r.step
+        if not by_step[s] then
+            by_step[s] = {}
+            steps[#steps + 1] = s
+        end
+        by_step[s][r.domain] = r.weight
+        domains[r.domain] = true
+    end
+    table.sort(steps)
+    if #steps == 0 then return nil end
+    -- Rank domains by their mean weight over the recorded updates.
+    local mean = {}
+    for d in pairs(domains) do
+        local s = 0
+        for _, st in ipairs(steps) do s = s + (by_step[st][d] or 0) end
+        mean[#mean + 1] = {d = d, w = s / #steps}
+    end
+    table.sort(mean, function(a, b) if a.w ~= b.w then return a.w > b.w end return a.d < b.d end)
+    local shown = {}
+    for i = 1, math.min(top, #mean) do shown[i] = mean[i].d end
+    local has_other = #mean > #shown
+    local last_step = steps[#steps]
+    for _, r in ipairs(run.metrics or {}) do
+        if type(r.step) == "number" and r.step > last_step then last_step = r.step end
+    end
+    -- Cumulative columns: c_1 = w_top1, c_2 = c_1 + w_top2, ..., last = 1 (with other).
+    local function cum_row(x, st)
+        local acc, vals = 0, {string.format("%.9g", x)}
+        for _, d in ipairs(shown) do
+            acc = acc + (by_step[st][d] or 0)
+            vals[#vals + 1] = string.format("%.9g", acc)
+        end
+        if has_other then
+            local total = 0
+            for _, w in pairs(by_step[st]) do total = total + w end
+            vals[#vals + 1] = string.format("%.9g", total)
+        end
+        return table.concat(vals, " ")
+    end
+    local rows = {}
+    for i, st in ipairs(steps) do
+        rows[#rows + 1] = cum_row(st, st)
+        local nxt = steps[i + 1] or last_step
+        if nxt > st then rows[#rows + 1] = cum_row(nxt, st) end
+    end
+    local stem = "weights_" .. safe(run.name)
+    local dat = out .. "/" .. stem .. ".dat"
+    runinfo.write_atomic(dat, "# step cumulative weights (top domains, then other)\n"
+                              .. table.concat(rows, "\n") .. "\n")
+    local plots = {}
+    local ncol = #shown + (has_other and 1 or 0)
+    for c = 1, ncol do
+        local title = c <= #shown and (run.domain_names[shown[c]] or ("domain " .. shown[c]))
+                      or "other"
+        local lower = c == 1 and "(0)" or tostring(c)
+        plots[#plots + 1] = string.format(
+            "%s using 1:%s:%d with filledcurves fs solid 0.85 noborder lc %d title %s",
+            gq(dat), lower, c + 1, c, gq(title))
+    end
+    local preamble = table.concat({
+        "set termoption noenhanced",
+        "set title " .. gq(opts.title or ("mixture weights: " .. M.label(run))),
+        "set xlabel 'step'",
+        "set ylabel 'weight'",
+        "set yrange [0:1]",
+        string.format("set xrange [%s:%s]", tostring(steps[1]), tostring(last_step)),
+        "set key outside right top",
+        "set grid front",
+    }, "\n")
+    return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
+end
+
+-- All figures for a list of run directories.
+function M.plot_runs(dirs, out, opts)
+    opts = opts or {}
+    local runs = {}
+    for i, d in ipairs(dirs) do runs[i] = M.read_run(d) end
+    local made = {M.loss_figure(runs, out, {title = opts.title})}
+    for _, run in ipairs(runs) do
+        local f = M.weights_figure(run, out, {top = opts.top})
+        if f then made[#made + 1] = f end
+    end
+    return made
+end
+
+local function main(args)
+    local argparse = require "argparse"
+    local p = argparse("plot.lua", "Draw loss curves and mixture-weight evolutions of runs with gnuplot.")
+    p:argument("runs", "Run directories (each holding metrics.csv, weights.csv).")
+        :args("+")
+    p:option("--out", "Output directory (default: <parent of the first run>/plots).")
+    p:option("--top", "Domains shown in the weight figures (the rest is 'other').", "8")
+        :convert(tonumber)
+    p:option("--title", "Title of the loss figure.")
+    local a = p:parse(args)
+    local out = a.out or ((a.runs[1]:gsub("/+$", ""):match("^(.*)/[^/]+$") or ".") .. "/plots")
+    local made = M.plot_runs(a.runs, out, {top = a.top, title = a.title})
+    for _, f in ipairs(made) do print(f.png) print(f.svg) end
+end
+
+local modname = ...
+if modname == "plot" then return M end
+main({...})
+return M

@@ -1,0 +1,45 @@
+-- Encodes a corpus into one llm.c-style token shard.
+--
+--   dgalua scripts/tokenize.lua --corpus DIR --tokenizer tok.json --out shard.bin [--max-docs N]
+--
+-- Every .jsonl / .txt document under DIR (sorted walk) is encoded and the documents are joined
+-- with <|endoftext|>: each one is preceded by it, as llm.c's shards do. The shard holds uint16
+-- tokens when the vocabulary fits (<= 65536), uint32 otherwise. Progress on stderr, a summary
+-- on stdout.
+local argparse = require "argparse"
+
+local p = argparse("tokenize.lua", "Encode a corpus into a token shard (llm.c format).")
+p:option("--corpus", "Corpus directory or a .jsonl / .txt file."):count(1)
+p:option("--tokenizer", "tokenizer.json (scripts/train_tokenizer.lua writes one)."):count(1)
+p:option("--out", "Shard file to write."):count(1)
+p:option("--max-docs", "Encode at most this many documents (default: all).")
+p:flag("--quiet", "No progress output.")
+local a = p:parse(arg)
+
+local max_docs
+if a.max_docs then
+    max_docs = math.tointeger(tonumber(a.max_docs))
+    if not max_docs or max_docs < 0 then p:error("--max-docs: expected an integer >= 0, got '" .. a.max_docs .. "'") end
+end
+
+local tok = dga.tokenizer_load(a.tokenizer)
+if not a.quiet then io.stderr:write(tostring(tok), "\n") end
+
+local c0 = os.clock()
+local ids, st = tok:encode_corpus(a.corpus, {
+    max_docs = max_docs,
+    progress = not a.quiet and function(docs, bytes, tokens)
+        io.stderr:write(string.format("  %8d docs %9.1f MB -> %10d tokens (%.1f MB/s)\n",
+                                      docs, bytes / 1e6, tokens, bytes / 1e6 / math.max(os.clock() - c0, 1e-9)))
+    end or nil,
+})
+local secs = os.clock() - c0
+if st.skipped > 0 then
+    io.stderr:write(string.format("warning: %d lines skipped, e.g.:\n", st.skipped))
+    for _, m in ipairs(st.messages) do io.stderr:write("  ", m, "\n") end
+end
+dga.shard_write(a.out, ids, tok:vocab_size())
+local _, info = dga.shard_read(a.out)
+print(string.format("%s: %d documents, %.2f MB of text -> %d tokens (%.2f bytes/token), uint%d, %.1f s CPU",
+                    a.out, st.docs, st.bytes / 1e6, info.n_tokens, st.bytes / math.max(info.n_tokens, 1),
+                    info.token_bytes * 8, secs))

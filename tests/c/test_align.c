@@ -1,0 +1,252 @@
+/* Gradient alignment: agreement with separately computed gradients, normalisations,
+ * chunked batches, and the sign on two synthetic domains. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "align.h"
+#include "gpt.h"
+#include "rng.h"
+
+enum { V = 32, T = 8, HALF = 16 };
+
+static dga_gpt *tiny(int max_batch, uint64_t seed)
+{
+    dga_gpt_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = 16, .n_ctx = T, .vocab_size = V};
+    dga_gpt *m = NULL;
+    assert_int_equal(dga_gpt_create(&cfg, max_batch, &m), DGA_OK);
+    dga_rng r;
+    dga_rng_seed(&r, seed);
+    dga_gpt_init_weights(m, &r);
+    return m;
+}
+
+/* Domain 0: counting in [0, 16); domain 1: counting by two in [16, 32). A sequence of T + 1
+ * tokens gives inputs [0, T) and targets [1, T]. */
+static void make_batch(int domain, int B, dga_rng *r, int32_t *in, int32_t *tg)
+{
+    for (int b = 0; b < B; b++) {
+        int s = (int)dga_rng_below(r, HALF);
+        for (int t = 0; t <= T; t++) {
+            int32_t x = domain == 0 ? (s + t) % HALF : HALF + (s + 2 * t) % HALF;
+            if (t < T) in[b * T + t] = x;
+            if (t > 0) tg[b * T + t - 1] = x;
+        }
+    }
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+static void grad_of(dga_gpt *m, const int32_t *in, const int32_t *tg, int B, float *out, float *loss)
+{
+    dga_gpt_zero_grad(m);
+    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, loss), DGA_OK);
+    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    memcpy(out, dga_gpt_grads(m), dga_gpt_num_params(m) * sizeof(float));
+}
+
+static void test_matches_separate_gradients(void **state)
+{
+    (void)state;
+    enum { B = 4, K = 3 };
+    dga_gpt *m = tiny(B, 1);
+    size_t np = dga_gpt_num_params(m);
+    dga_rng r;
+    dga_rng_seed(&r, 2);
+    int32_t in[K + 1][B * T], tg[K + 1][B * T];
+    for (int i = 0; i <= K; i++) make_batch(i % 2, B, &r, in[i], tg[i]);
+    tg[2][3] = DGA_IGNORE;   /* ignored targets are fine */
+
+    float *gt = malloc(np * sizeof *gt), *gi = malloc(np * sizeof *gi);
+    float lt, li[K];
+    double expect[K], norms[K];
+    grad_of(m, in[K], tg[K], B, gt, &lt);
+    for (int i = 0; i < K; i++) {
+        grad_of(m, in[i], tg[i], B, gi, &li[i]);
+        expect[i] = dot(gi, gt, np);
+        norms[i] = sqrt(dot(gi, gi, np));
+    }
+
+    dga_align_ws *ws = NULL;
+    assert_int_equal(dga_align_ws_create(np, &ws), DGA_OK);
+    dga_batch tb = {in[K], tg[K], B, T}, db[K];
+    for (int i = 0; i < K; i++) db[i] = (dga_batch){in[i], tg[i], B, T};
+    double a[K], d[K], l[K], gn[K];
+    dga_align_result res = {.align = a, .dot = d, .loss = l, .grad_norm = gn};
+    dga_align_opts none = {.normalize = DGA_ALIGN_NONE};
+    assert_int_equal(dga_align(m, ws, &tb, db, K, &none, &res), DGA_OK);
+    assert_true(fabs(res.target_loss - lt) < 1e-6);
+    assert_true(fabs(res.target_norm - sqrt(dot(gt, gt, np))) < 1e-6 * res.target_norm);
+    double mean_norm = 0;
+    for (int i = 0; i < K; i++) {
+        assert_true(fabs(a[i] - expect[i]) <= 1e-5 * fabs(expect[i]) + 1e-9);
+        assert_true(a[i] == d[i]);
+        assert_true(fabs(l[i] - li[i]) < 1e-6);
+        assert_true(fabs(gn[i] - norms[i]) < 1e-5 * norms[i]);
+        mean_norm += norms[i] / K;
+    }
+    assert_memory_equal(dga_align_ws_target_grad(ws), gt, np * sizeof(float));
+
+    dga_align_opts cos = {.normalize = DGA_ALIGN_COSINE}, mn = {.normalize = DGA_ALIGN_MEAN_NORM, .lr = 0.01};
+    assert_int_equal(dga_align(m, ws, &tb, db, K, &cos, &res), DGA_OK);
+    for (int i = 0; i < K; i++) {
+        double c = expect[i] / (norms[i] * res.target_norm);
+        assert_true(fabs(a[i] - c) < 1e-5 && a[i] <= 1.0 + 1e-9 && a[i] >= -1.0 - 1e-9);
+    }
+    assert_int_equal(dga_align(m, ws, &tb, db, K, &mn, &res), DGA_OK);
+    for (int i = 0; i < K; i++) assert_true(fabs(a[i] - 0.01 * expect[i] / mean_norm) <= 1e-5 * fabs(a[i]) + 1e-12);
+
+    /* a bad domain batch names itself */
+    int32_t bad[B * T];
+    memcpy(bad, in[1], sizeof bad);
+    bad[5] = V + 3;
+    db[1].inputs = bad;
+    assert_int_not_equal(dga_align(m, ws, &tb, db, K, &none, &res), DGA_OK);
+    assert_non_null(strstr(dga_last_error(), "domain batch #2"));
+    dga_align_norm nm;
+    assert_int_equal(dga_align_norm_parse("cosine", &nm), DGA_OK);
+    assert_int_equal(nm, DGA_ALIGN_COSINE);
+    assert_int_equal(dga_align_norm_parse("cos", &nm), DGA_ERR_INVALID);
+    dga_align_ws *small = NULL;
+    assert_int_equal(dga_align_ws_create(np - 1, &small), DGA_OK);
+    assert_int_equal(dga_align(m, small, &tb, db, K, &none, &res), DGA_ERR_INVALID);
+    dga_align_ws_free(small);
+    dga_align_ws_free(ws);
+    free(gt);
+    free(gi);
+    dga_gpt_free(m);
+}
+
+/* A batch of 7 rows through a model whose max batch is 3 gives the one-pass gradient. */
+static void test_chunked_batch(void **state)
+{
+    (void)state;
+    enum { B = 7 };
+    dga_gpt *big = tiny(B, 5), *small = tiny(3, 5);
+    size_t np = dga_gpt_num_params(big);
+    dga_rng r;
+    dga_rng_seed(&r, 9);
+    int32_t in[B * T], tg[B * T];
+    make_batch(0, B, &r, in, tg);
+    for (int t = 0; t < T; t++) tg[3 * T + t] = DGA_IGNORE;   /* one empty row, uneven chunks */
+    tg[5 * T + 2] = DGA_IGNORE;
+    dga_batch b = {in, tg, B, T};
+    double l_big, l_small;
+    assert_int_equal(dga_batch_grad(big, &b, &l_big), DGA_OK);
+    assert_int_equal(dga_batch_grad(small, &b, &l_small), DGA_OK);
+    assert_true(fabs(l_big - l_small) < 1e-5);
+    const float *g1 = dga_gpt_grads(big), *g2 = dga_gpt_grads(small);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < np; i++) {
+        num += ((double)g1[i] - g2[i]) * ((double)g1[i] - g2[i]);
+        den += (double)g1[i] * g1[i];
+    }
+    assert_true(den > 0 && sqrt(num / den) < 1e-5);
+    dga_gpt_free(big);
+    dga_gpt_free(small);
+}
+
+/* Trained a little on the mix, the model's gradient on a target set from domain d aligns
+ * more with domain d's gradient than with the other's. */
+static void test_sign_two_domains(void **state)
+{
+    (void)state;
+    enum { B = 8 };
+    dga_gpt *m = tiny(B, 3);
+    size_t np = dga_gpt_num_params(m);
+    dga_adamw_config cfg = dga_adamw_defaults();
+    dga_adamw *opt = NULL;
+    assert_int_equal(dga_adamw_create(np, &cfg, NULL, 0, &opt), DGA_OK);
+    dga_rng r;
+    dga_rng_seed(&r, 4);
+    int32_t in[B * T], tg[B * T];
+    for (int step = 0; step < 20; step++) {
+        make_batch(step % 2, B, &r, in, tg);
+        dga_gpt_zero_grad(m);
+        float l;
+        assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &l), DGA_OK);
+        assert_int_equal(dga_gpt_backward(m), DGA_OK);
+        assert_int_equal(dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), 3e-3f), DGA_OK);
+    }
+    dga_align_ws *ws = NULL;
+    assert_int_equal(dga_align_ws_create(np, &ws), DGA_OK);
+    int32_t din[2][B * T], dtg[2][B * T], tin[B * T], ttg[B * T];
+    make_batch(0, B, &r, din[0], dtg[0]);
+    make_batch(1, B, &r, din[1], dtg[1]);
+    dga_batch db[2] = {{din[0], dtg[0], B, T}, {din[1], dtg[1], B, T}};
+    for (int target = 0; target < 2; target++) {
+        make_batch(target, B, &r, tin, ttg);
+        dga_batch tb = {tin, ttg, B, T};
+        double a[2], l[2], gn[2];
+        dga_align_result res = {.align = a, .loss = l, .grad_norm = gn};
+        assert_int_equal(dga_align(m, ws, &tb, db, 2, NULL, &res), DGA_OK);
+        assert_true(a[target] > a[1 - target]);
+        assert_true(a[target] > 0);
+    }
+    dga_align_ws_free(ws);
+    dga_adamw_free(opt);
+    dga_gpt_free(m);
+}
+
+/* Central differences agree with exact alignments and leave the parameters bit-identical. */
+static void test_fd_matches_exact(void **state)
+{
+    (void)state;
+    enum { B = 6, K = 4 };
+    dga_gpt *m = tiny(4, 21);   /* B > max batch: chunked evaluation */
+    size_t np = dga_gpt_num_params(m);
+    dga_rng r;
+    dga_rng_seed(&r, 22);
+    int32_t in[K + 1][B * T], tg[K + 1][B * T];
+    for (int i = 0; i <= K; i++) make_batch(i % 2, B, &r, in[i], tg[i]);
+    dga_batch tb = {in[K], tg[K], B, T}, db[K];
+    for (int i = 0; i < K; i++) db[i] = (dga_batch){in[i], tg[i], B, T};
+    dga_align_ws *ws = NULL;
+    assert_int_equal(dga_align_ws_create(np, &ws), DGA_OK);
+    double ae[K], le[K], ge[K], af[K], lf[K], gf[K];
+    dga_align_result exact = {.align = ae, .loss = le, .grad_norm = ge};
+    dga_align_result fd = {.align = af, .loss = lf, .grad_norm = gf};
+    dga_align_opts oe = {DGA_ALIGN_NONE, 0, DGA_ALIGN_EXACT, 0}, of = {DGA_ALIGN_NONE, 0, DGA_ALIGN_FD, 0};
+    float *before = malloc(np * sizeof *before);
+    memcpy(before, dga_gpt_params(m), np * sizeof *before);
+    assert_int_equal(dga_align(m, ws, &tb, db, K, &oe, &exact), DGA_OK);
+    assert_int_equal(dga_align(m, ws, &tb, db, K, &of, &fd), DGA_OK);
+    assert_memory_equal(before, dga_gpt_params(m), np * sizeof *before);
+    double amax = 0;
+    for (int i = 0; i < K; i++) amax = fmax(amax, fabs(ae[i]));
+    assert_true(amax > 0);
+    for (int i = 0; i < K; i++) {
+        assert_true(fabs(af[i] - ae[i]) <= 2e-2 * amax);
+        assert_true(fabs(lf[i] - le[i]) <= 1e-4 * le[i]);
+        assert_true(isnan(gf[i]));
+    }
+    dga_align_opts bad = {DGA_ALIGN_COSINE, 0, DGA_ALIGN_FD, 0};
+    assert_int_equal(dga_align(m, ws, &tb, db, K, &bad, &fd), DGA_ERR_INVALID);
+    assert_non_null(strstr(dga_last_error(), "fd"));
+    free(before);
+    dga_align_ws_free(ws);
+    dga_gpt_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_separate_gradients),
+        cmocka_unit_test(test_chunked_batch),
+        cmocka_unit_test(test_sign_two_domains),
+        cmocka_unit_test(test_fd_matches_exact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

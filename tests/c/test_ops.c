@@ -1,0 +1,441 @@
+/* Every kernel's forward against a double-precision reference and its backward against
+ * central finite differences of that reference.
+ *
+ * Method: for an op y = f(x), the scalar objective is J = sum(y * R) with R a fixed random
+ * tensor, so dJ/dy = R is what the float backward receives. dJ/dx is estimated in double
+ * with h = 1e-6 (truncation ~1e-12, rounding ~1e-10), so the comparison measures the float
+ * kernel only. Tolerance: |analytic - fd| <= 1e-4 * (1 + |fd|) (float rounding accumulated
+ * over sums of at most a few hundred terms stays below 1e-5 here). Backward kernels that
+ * accumulate are started from a non-zero buffer to check that they add. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt.h"
+#include "ops.h"
+#include "rng.h"
+
+#define FD_H 1e-6
+#define TOL 1e-4
+#define PRE 0.25f /* initial content of accumulating gradient buffers */
+
+static dga_rng rng;
+
+static void fill(float *f, double *d, size_t n, double scale)
+{
+    for (size_t i = 0; i < n; i++) {
+        f[i] = (float)(scale * dga_rng_normal(&rng));
+        if (d) d[i] = f[i];
+    }
+}
+
+static double *dup_d(const float *f, size_t n)
+{
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+/* Central difference of J over every element of x, against analytic (minus `pre`). */
+typedef double (*objective)(void *ctx);
+
+static void fd_check(const char *what, double *x, size_t n, const float *analytic, float pre,
+                     objective J, void *ctx)
+{
+    for (size_t i = 0; i < n; i++) {
+        double s = x[i];
+        x[i] = s + FD_H;
+        double jp = J(ctx);
+        x[i] = s - FD_H;
+        double jm = J(ctx);
+        x[i] = s;
+        double fd = (jp - jm) / (2 * FD_H), an = (double)analytic[i] - pre;
+        if (fabs(an - fd) > TOL * (1 + fabs(fd)))
+            fail_msg("%s[%zu]: backward %.8g, finite difference %.8g", what, i, an, fd);
+    }
+}
+
+static void close_to(const char *what, const float *got, const double *want, size_t n,
+                     double tol)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > tol * (1 + fabs(want[i])))
+            fail_msg("%s[%zu]: forward %.8g, reference %.8g", what, i, got[i], want[i]);
+}
+
+static double dot_d(const double *y, const float *r, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += y[i] * r[i];
+    return s;
+}
+
+/* ---------------------------------------------------------------- fast exp */
+
+static void test_fast_exp(void **state)
+{
+    (void)state;
+    double worst = 0;
+    for (float x = -87.0f; x <= 88.0f; x += 0.01234f) {
+        double want = exp((double)x), got = dga_fast_expf(x);
+        double rel = fabs(got - want) / want;
+        if (rel > worst) worst = rel;
+    }
+    assert_true(worst < 5e-7);
+    assert_true(dga_fast_expf(0.0f) == 1.0f);
+    assert_true(dga_fast_expf(-1000.0f) < 1e-37f);
+    assert_true(dga_fast_expf(1000.0f) > 1e38f && isfinite(dga_fast_expf(1000.0f)));
+    assert_true(isnan(dga_fast_expf(NAN)));
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+struct emb { int B, T, C; const int32_t *tok; double *wte, *wpe; const float *R; };
+
+static double emb_J(void *p)
+{
+    struct emb *e = p;
+    double s = 0;
+    for (int b = 0; b < e->B; b++)
+        for (int t = 0; t < e->T; t++)
+            for (int c = 0; c < e->C; c++) {
+                size_t i = ((size_t)b * e->T + t) * e->C + c;
+                s += (e->wte[e->tok[b * e->T + t] * e->C + c] + e->wpe[t * e->C + c]) * e->R[i];
+            }
+    return s;
+}
+
+static void test_embedding(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 5, C = 6, V = 7, TMAX = 6 };
+    const int32_t tok[B * T] = {1, 3, 3, 0, 6, 2, 1, 6, 6, 4}; /* repeats accumulate */
+    float wte[V * C], wpe[TMAX * C], out[B * T * C], R[B * T * C];
+    fill(wte, NULL, V * C, 1);
+    fill(wpe, NULL, TMAX * C, 1);
+    fill(R, NULL, B * T * C, 1);
+    dga_op_embed_fwd(out, tok, wte, wpe, B, T, C);
+    float dwte[V * C], dwpe[TMAX * C];
+    for (int i = 0; i < V * C; i++) dwte[i] = PRE;
+    for (int i = 0; i < TMAX * C; i++) dwpe[i] = PRE;
+    dga_op_embed_bwd(dwte, dwpe, R, tok, B, T, C);
+    struct emb e = {B, T, C, tok, dup_d(wte, V * C), dup_d(wpe, TMAX * C), R};
+    for (int i = 0; i < B * T * C; i++) {
+        int bt = i / C, c = i % C;
+        assert_true(out[i] == wte[tok[bt] * C + c] + wpe[(bt % T) * C + c]);
+    }
+    fd_check("embed dwte", e.wte, V * C, dwte, PRE, emb_J, &e);
+    fd_check("embed dwpe", e.wpe, TMAX * C, dwpe, PRE, emb_J, &e);
+    free(e.wte);
+    free(e.wpe);
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+struct ln { int N, C; double *x, *w, *b, *y; const float *R; };
+
+static void ln_ref(struct ln *l)
+{
+    for (int i = 0; i < l->N; i++) {
+        const double *x = l->x + (size_t)i * l->C;
+        double m = 0, v = 0;
+        for (int c = 0; c < l->C; c++) m += x[c];
+        m /= l->C;
+        for (int c = 0; c < l->C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= l->C;
+        for (int c = 0; c < l->C; c++)
+            l->y[i * l->C + c] = (x[c] - m) / sqrt(v + 1e-5) * l->w[c] + l->b[c];
+    }
+}
+
+static double ln_J(void *p)
+{
+    struct ln *l = p;
+    ln_ref(l);
+    return dot_d(l->y, l->R, (size_t)l->N * l->C);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    enum { N = 5, C = 13 };
+    float x[N * C], w[C], b[C], y[N * C], R[N * C], mean[N], rstd[N];
+    fill(x, NULL, N * C, 2);
+    for (int i = 0; i < C; i++) x[i] += 3.0f; /* a row with a large mean */
+    fill(w, NULL, C, 1);
+    fill(b, NULL, C, 1);
+    fill(R, NULL, N * C, 1);
+    dga_op_layernorm_fwd(y, mean, rstd, x, w, b, N, C);
+    float dx[N * C], dw[C], db[C];
+    for (int i = 0; i < N * C; i++) dx[i] = PRE;
+    for (int i = 0; i < C; i++) dw[i] = db[i] = PRE;
+    dga_op_layernorm_bwd(dx, dw, db, R, x, w, mean, rstd, N, C);
+    double yd[N * C];
+    struct ln l = {N, C, dup_d(x, N * C), dup_d(w, C), dup_d(b, C), yd, R};
+    ln_ref(&l);
+    close_to("layernorm", y, yd, N * C, 1e-5);
+    fd_check("layernorm dx", l.x, N * C, dx, PRE, ln_J, &l);
+    fd_check("layernorm dw", l.w, C, dw, PRE, ln_J, &l);
+    fd_check("layernorm db", l.b, C, db, PRE, ln_J, &l);
+    /* NULL mean/rstd (inference) gives the same output */
+    float y2[N * C];
+    dga_op_layernorm_fwd(y2, NULL, NULL, x, w, b, N, C);
+    assert_memory_equal(y, y2, sizeof y);
+    free(l.x), free(l.w), free(l.b);
+}
+
+/* ---------------------------------------------------------------- linear, lm head */
+
+struct lin { int N, IC, OC, transposed; double *x, *w, *b, *y; const float *R; };
+
+static double lin_J(void *p)
+{
+    struct lin *l = p;
+    for (int i = 0; i < l->N; i++)
+        for (int o = 0; o < l->OC; o++) {
+            double s = l->b ? l->b[o] : 0;
+            for (int k = 0; k < l->IC; k++)
+                s += l->x[i * l->IC + k] *
+                     (l->transposed ? l->w[o * l->IC + k] : l->w[k * l->OC + o]);
+            l->y[i * l->OC + o] = s;
+        }
+    return dot_d(l->y, l->R, (size_t)l->N * l->OC);
+}
+
+static void test_linear(void **state)
+{
+    (void)state;
+    enum { N = 7, IC = 9, OC = 11 };
+    float x[N * IC], w[IC * OC], b[OC], y[N * OC], R[N * OC];
+    fill(x, NULL, N * IC, 1);
+    fill(w, NULL, IC * OC, 1);
+    fill(b, NULL, OC, 1);
+    fill(R, NULL, N * OC, 1);
+    dga_op_linear_fwd(y, x, w, b, N, IC, OC);
+    float dx[N * IC], dw[IC * OC], db[OC];
+    for (int i = 0; i < N * IC; i++) dx[i] = 99.0f; /* overwritten */
+    for (int i = 0; i < IC * OC; i++) dw[i] = PRE;
+    for (int i = 0; i < OC; i++) db[i] = PRE;
+    dga_op_linear_bwd(dx, dw, db, R, x, w, N, IC, OC);
+    double yd[N * OC];
+    struct lin l = {N, IC, OC, 0, dup_d(x, N * IC), dup_d(w, IC * OC), dup_d(b, OC), yd, R};
+    lin_J(&l);
+    close_to("linear", y, yd, N * OC, 1e-5);
+    fd_check("linear dx", l.x, N * IC, dx, 0, lin_J, &l);
+    fd_check("linear dw", l.w, IC * OC, dw, PRE, lin_J, &l);
+    fd_check("linear db", l.b, OC, db, PRE, lin_J, &l);
+    /* no bias, no input gradient */
+    dga_op_linear_fwd(y, x, w, NULL, N, IC, OC);
+    free(l.b);
+    l.b = NULL;
+    lin_J(&l);
+    close_to("linear (no bias)", y, yd, N * OC, 1e-5);
+    for (int i = 0; i < IC * OC; i++) dw[i] = PRE;
+    dga_op_linear_bwd(NULL, dw, NULL, R, x, w, N, IC, OC);
+    fd_check("linear dw (no bias)", l.w, IC * OC, dw, PRE, lin_J, &l);
+    free(l.x), free(l.w);
+}
+
+static void test_lmhead(void **state)
+{
+    (void)state;
+    enum { N = 6, C = 5, V = 17 };
+    float x[N * C], wte[V * C], y[N * V], R[N * V];
+    fill(x, NULL, N * C, 1);
+    fill(wte, NULL, V * C, 1);
+    fill(R, NULL, N * V, 1);
+    dga_op_lmhead_fwd(y, x, wte, N, C, V);
+    float dx[N * C], dw[V * C];
+    for (int i = 0; i < V * C; i++) dw[i] = PRE;
+    dga_op_lmhead_bwd(dx, dw, R, x, wte, N, C, V);
+    double yd[N * V];
+    struct lin l = {N, C, V, 1, dup_d(x, N * C), dup_d(wte, V * C), NULL, yd, R};
+    lin_J(&l);
+    close_to("lmhead", y, yd, N * V, 1e-5);
+    fd_check("lmhead dx", l.x, N * C, dx, 0, lin_J, &l);
+    fd_check("lmhead dwte", l.w, V * C, dw, PRE, lin_J, &l);
+    free(l.x), free(l.w);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+struct att { int B, T, C, NH; double *qkv, *y; const float *R; };
+
+static double att_J(void *p)
+{
+    struct att *a = p;
+    const int C = a->C, T = a->T, hs = C / a->NH;
+    double s[64];
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double *q = a->qkv + (size_t)(b * T + i) * 3 * C + h * hs;
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = a->qkv + (size_t)(b * T + j) * 3 * C + C + h * hs;
+                    s[j] = 0;
+                    for (int d = 0; d < hs; d++) s[j] += q[d] * k[d] / sqrt((double)hs);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int d = 0; d < hs; d++) {
+                    double acc = 0;
+                    for (int j = 0; j <= i; j++)
+                        acc += s[j] / sum * a->qkv[(size_t)(b * T + j) * 3 * C + 2 * C + h * hs + d];
+                    a->y[(size_t)(b * T + i) * C + h * hs + d] = acc;
+                }
+            }
+    return dot_d(a->y, a->R, (size_t)a->B * T * C);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 7, C = 15, NH = 3 }; /* T and head size 5: multiples of nothing */
+    float qkv[B * T * 3 * C], y[B * T * C], R[B * T * C], att[B * NH * T * T];
+    fill(qkv, NULL, B * T * 3 * C, 1.5);
+    fill(R, NULL, B * T * C, 1);
+    dga_op_attention_fwd(y, att, (size_t)T * T, qkv, B, T, C, NH);
+    /* probabilities: causal rows summing to 1 */
+    for (int r = 0; r < B * NH * T; r++) {
+        int i = r % T;
+        double s = 0;
+        for (int j = 0; j < T; j++) {
+            float p = att[(size_t)r * T + j];
+            if (j > i) assert_true(p == 0.0f);
+            s += p;
+        }
+        assert_true(fabs(s - 1) < 1e-6);
+    }
+    float dqkv[B * T * 3 * C], datt[T * T];
+    for (int i = 0; i < B * T * 3 * C; i++) dqkv[i] = 99.0f; /* overwritten */
+    dga_op_attention_bwd(dqkv, datt, R, qkv, att, B, T, C, NH);
+    double yd[B * T * C];
+    struct att a = {B, T, C, NH, dup_d(qkv, B * T * 3 * C), yd, R};
+    att_J(&a);
+    close_to("attention", y, yd, B * T * C, 1e-5);
+    fd_check("attention dqkv", a.qkv, B * T * 3 * C, dqkv, 0, att_J, &a);
+    /* inference mode: one reused [T,T] scratch gives the same output */
+    float y2[B * T * C], scratch[T * T];
+    dga_op_attention_fwd(y2, scratch, 0, qkv, B, T, C, NH);
+    assert_memory_equal(y, y2, sizeof y);
+    free(a.qkv);
+}
+
+/* ---------------------------------------------------------------- gelu, residual */
+
+struct ew { size_t n; double *x, *y; const float *R; };
+
+static double gelu_J(void *p)
+{
+    struct ew *e = p;
+    for (size_t i = 0; i < e->n; i++) {
+        double u = e->x[i];
+        e->y[i] = 0.5 * u * (1 + tanh(sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
+    }
+    return dot_d(e->y, e->R, e->n);
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    enum { N = 203 };
+    float x[N], y[N], R[N], dx[N];
+    fill(x, NULL, N, 2.5);
+    x[0] = 0, x[1] = -12, x[2] = 12, x[3] = 1e-4f; /* saturated tails and the origin */
+    fill(R, NULL, N, 1);
+    dga_op_gelu_fwd(y, x, N);
+    dga_op_gelu_bwd(dx, x, R, N);
+    double yd[N];
+    struct ew e = {N, dup_d(x, N), yd, R};
+    gelu_J(&e);
+    for (int i = 0; i < N; i++) assert_true(fabs(y[i] - yd[i]) < 1e-6 * (1 + fabs(yd[i])));
+    fd_check("gelu dx", e.x, N, dx, 0, gelu_J, &e);
+    /* in place (dinp aliasing dout) */
+    memcpy(dx, R, sizeof dx);
+    float dx2[N];
+    dga_op_gelu_bwd(dx2, x, R, N);
+    dga_op_gelu_bwd(dx, x, dx, N);
+    assert_memory_equal(dx, dx2, sizeof dx);
+    free(e.x);
+}
+
+static void test_residual(void **state)
+{
+    (void)state;
+    enum { N = 37 };
+    float a[N], b[N], y[N], R[N], da[N], db[N];
+    fill(a, NULL, N, 1);
+    fill(b, NULL, N, 1);
+    fill(R, NULL, N, 1);
+    dga_op_residual_fwd(y, a, b, N);
+    for (int i = 0; i < N; i++) {
+        assert_true(y[i] == a[i] + b[i]);
+        da[i] = db[i] = PRE;
+    }
+    dga_op_residual_bwd(da, db, R, N);
+    /* J = sum((a + b) R): dJ/da = dJ/db = R exactly */
+    for (int i = 0; i < N; i++) assert_true(da[i] == PRE + R[i] && db[i] == PRE + R[i]);
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+struct xe { int N, V; const int32_t *tg; double *x; double scale; };
+
+static double xe_J(void *p)
+{
+    struct xe *e = p;
+    double tot = 0;
+    for (int i = 0; i < e->N; i++) {
+        if (e->tg[i] == DGA_IGNORE) continue;
+        const double *r = e->x + (size_t)i * e->V;
+        double mx = -1e300, s = 0;
+        for (int v = 0; v < e->V; v++) mx = fmax(mx, r[v]);
+        for (int v = 0; v < e->V; v++) s += exp(r[v] - mx);
+        tot += log(s) + mx - r[e->tg[i]];
+    }
+    return tot * e->scale;
+}
+
+static void test_xent(void **state)
+{
+    (void)state;
+    enum { N = 6, V = 23 };
+    const int32_t tg[N] = {4, DGA_IGNORE, 0, 22, DGA_IGNORE, 4};
+    float lg[N * V];
+    fill(lg, NULL, N * V, 3);
+    lg[5 * V + 7] = 60.0f; /* a confident wrong prediction: large loss, stable */
+    double *xd = dup_d(lg, N * V);
+    struct xe e = {N, V, tg, xd, 1.0};
+    double want = xe_J(&e);
+    double rows = 0;
+    for (int i = 0; i < N; i++)
+        if (tg[i] != DGA_IGNORE) rows += dga_op_xent_row(lg + i * V, V, tg[i]);
+    assert_true(fabs(rows - want) < 1e-5 * want);
+    const float scale = 1.0f / 4; /* mean over the 4 valid rows */
+    double got = dga_op_xent_fwd_bwd(lg, tg, N, V, scale);
+    assert_true(fabs(got - want) < 1e-5 * want);
+    e.scale = scale;
+    fd_check("xent dlogits", xd, N * V, lg, 0, xe_J, &e);
+    for (int v = 0; v < V; v++) assert_true(lg[1 * V + v] == 0.0f && lg[4 * V + v] == 0.0f);
+    free(xd);
+}
+
+int main(void)
+{
+    dga_rng_seed(&rng, 2024);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fast_exp), cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_layernorm), cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_lmhead),   cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gelu),     cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_xent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,226 @@
+-- The trainer on a tiny synthetic data set: the run directory's files and their columns,
+-- weights that are distributions, the config and the checkpoint pointer.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
+package.path = here .. "/?.lua;" .. package.path
+
+local fixture = require "trainer_fixture"
+local trainer = require "trainer"
+local csvlog = require "dgalib.csvlog"
+local runinfo = require "dgalib.runinfo"
+
+local function rmtree(d)
+    if d and d:match("^/tmp/") then os.execute("rm -rf '" .. d .. "'") end
+end
+
+-- Every directory of this spec lives under one temporary base, removed at the end.
+local base
+local function tmpdir(tag)
+    if not base then
+        base = os.tmpname()
+        os.remove(base)
+        runinfo.mkdir_p(base)
+    end
+    local d = base .. "/" .. tag
+    runinfo.mkdir_p(d)
+    return d
+end
+teardown(function() rmtree(base) end)
+
+describe("trainer", function()
+    local dir, summary
+    setup(function()
+        dir = tmpdir("trainer")
+        summary = trainer.run(fixture.config(dir .. "/run"), {quiet = true})
+    end)
+
+    it("writes metrics.csv with one row per evaluation and the expected columns", function()
+        local header, rows = csvlog.read(dir .. "/run/metrics.csv")
+        assert.are.same({"step", "tokens", "lr", "train_loss", "grad_norm", "specific_loss",
+                         "generic_loss", "basis_1_loss", "basis_2_loss", "seconds"}, header)
+        -- step 0 (before training) then every eval_every = 4 steps up to 24.
+        assert.are.equal(7, #rows)
+        for i, row in ipairs(rows) do
+            assert.are.equal((i - 1) * 4, tonumber(row[1]))
+            assert.are.equal((i - 1) * 4 * 4 * (fixture.L - 1), tonumber(row[2]))
+            local spe = tonumber(row[6])
+            assert.is_true(spe > 0 and spe < 10)
+        end
+        -- Training lowers the specific loss of the tiny model.
+        assert.is_true(tonumber(rows[#rows][6]) < tonumber(rows[1][6]))
+    end)
+
+    it("writes weights.csv in long form, each step a distribution over the domains", function()
+        local recs, header = csvlog.read_records(dir .. "/run/weights.csv")
+        assert.are.same({"step", "domain", "weight"}, header)
+        local sums, counts = {}, {}
+        for _, r in ipairs(recs) do
+            assert.is_true(r.weight >= 0)
+            sums[r.step] = (sums[r.step] or 0) + r.weight
+            counts[r.step] = (counts[r.step] or 0) + 1
+        end
+        -- the initial weights, then one update every T_r = 4 steps before the last step
+        local steps = 0
+        for step, s in pairs(sums) do
+            steps = steps + 1
+            assert.are.equal(3, counts[step])
+            assert.is_true(math.abs(s - 1) < 1e-5, "weights at step " .. step .. " sum to " .. s)
+            assert.are.equal(0, step % 4)
+        end
+        assert.are.equal(6, steps)   -- 0, 4, 8, 12, 16, 20
+    end)
+
+    it("writes alignments.csv for the DGA updates, with the policy's log fields", function()
+        local recs, header = csvlog.read_records(dir .. "/run/alignments.csv")
+        for i, c in ipairs{"step", "domain", "align", "loss", "grad_norm"} do
+            assert.are.equal(c, header[i])
+        end
+        assert.is_true(#header > 7, "policy log fields expected after the base columns")
+        assert.are.equal(5 * 3, #recs)
+        for _, r in ipairs(recs) do
+            assert.is_number(r.align)
+            assert.is_true(r.loss > 0)
+            assert.is_true(r.grad_norm > 0)
+        end
+    end)
+
+    it("writes epochs.csv with draws that add up to the training batches", function()
+        local recs, header = csvlog.read_records(dir .. "/run/epochs.csv")
+        assert.are.same({"step", "domain", "epochs", "drawn"}, header)
+        local drawn = 0
+        for _, r in ipairs(recs) do if r.step == 24 then drawn = drawn + r.drawn end end
+        assert.are.equal(24 * 4, drawn)
+    end)
+
+    it("writes the config, the domains and a complete checkpoint named by 'latest'", function()
+        local cfg = runinfo.read_config(dir .. "/run/config.lua")
+        assert.are.equal("tiny", cfg.name)
+        assert.are.equal("dga", cfg.policy.name)
+        assert.are.equal(16, cfg.model.context)
+        local doms = csvlog.read_records(dir .. "/run/domains.csv")
+        assert.are.equal("random", doms[2].name)
+        local latest = runinfo.read_file(dir .. "/run/latest")
+        assert.are.equal("ckpt-00000024.safetensors", latest:match("%S+"))
+        -- older checkpoints removed once the pointer moved on
+        assert.are.equal(1, #trainer.list_checkpoints(dir .. "/run"))
+        local ck = dga.load_checkpoint(dir .. "/run/" .. latest:match("%S+"))
+        assert.are.equal(24, tonumber(ck.meta.step))
+        assert.is_not_nil(ck.blobs.sampler)
+        assert.are.equal(3, #ck.tensors.weights)
+    end)
+
+    it("returns a summary with the final losses", function()
+        assert.are.equal("tiny", summary.name)
+        assert.is_true(summary.specific_loss > 0)
+        assert.is_true(summary.generic_loss > 0)
+        assert.is_true(summary.basis_loss > 0)
+    end)
+
+    it("prints a progress line", function()
+        local d = tmpdir("progress")
+        local script = d .. "/run.lua"
+        local f = assert(io.open(script, "w"))
+        f:write(string.format([[
+            package.path = %q .. "/?.lua;" .. package.path
+            local cfg = require("trainer_fixture").config(%q, {steps = 8, progress = true})
+            require("trainer").run(cfg)
+        ]], here, d .. "/run"))
+        f:close()
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local p = io.popen(exe .. " " .. script .. " 2>&1")
+        local out = p:read("a")
+        local ok = p:close()
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("8", 1, true))
+        assert.is_truthy(out:lower():find("loss"), out)
+    end)
+
+    it("draws the run's loss and weight figures with gnuplot", function()
+        local plot = require "plot"
+        local out = dir .. "/plots"
+        local made = plot.plot_runs({dir .. "/run"}, out)
+        assert.are.equal(2, #made)   -- the loss figure and the run's weights
+        for _, f in ipairs(made) do
+            for _, path in ipairs{f.png, f.svg} do
+                local fh = assert(io.open(path, "rb"))
+                local bytes = fh:read("a")
+                fh:close()
+                assert.is_true(#bytes > 1000, path)
+            end
+        end
+        local png = assert(io.open(made[1].png, "rb"))
+        assert.are.equal("\137PNG", png:read(4))
+        png:close()
+        -- the stacked areas' data: cumulative weights end at 1 (with 3 domains, all shown)
+        local dat = runinfo.read_file(out .. "/weights_tiny.dat")
+        for line in dat:gmatch("[^\n]+") do
+            if not line:match("^#") then
+                local last = tonumber(line:match("(%S+)%s*$"))
+                assert.is_true(math.abs(last - 1) < 1e-5, line)
+            end
+        end
+    end)
+
+    it("holds generic sequences out of sampling when no generic set is given", function()
+        local d = tmpdir("holdout") .. "/run"
+        local run = trainer.new(fixture.config(d, {generic_heldout = false, heldout_per_domain = 2,
+                                                   policy = {name = "uniform"}}), {quiet = true})
+        -- two sequences from each of the three domains, taken from their ends
+        assert.are.same({6, fixture.L}, run.generic_heldout:shape())
+        assert.are.same({46, 62, 38}, run.budget)
+        local s = run:train()
+        assert.is_true(s.generic_loss > 0)
+        -- a fixed policy is not called again: only the initial weights are logged
+        local recs = csvlog.read_records(d .. "/weights.csv")
+        assert.are.equal(3, #recs)
+        -- no training draw reached a held-out sequence: draws stay within the budget
+        local ep = csvlog.read_records(d .. "/epochs.csv")
+        for _, r in ipairs(ep) do
+            if r.step == 24 then
+                assert.is_true(r.drawn <= run.budget[r.domain] * r.epochs)
+            end
+        end
+    end)
+
+    it("trains in distribution mode: weights over the basis sets, leaves mixed by P", function()
+        local ok = pcall(require, "policies.dga_dist")
+        if not ok then
+            pending("scripts/policies/dga_dist.lua is not there yet")
+            return
+        end
+        local d = tmpdir("dist") .. "/run"
+        local cfg = fixture.config(d, {dist = true, policy = {name = "dga_dist", beta = 0.5}})
+        cfg.basis[1].histogram = dga.tensor{0.8, 0.0, 0.2}
+        cfg.basis[2].histogram = dga.tensor{0.0, 0.7, 0.3}
+        local run = trainer.new(cfg, {quiet = true})
+        run:train()
+        local recs = csvlog.read_records(d .. "/weights.csv")
+        local sums, n = {}, 0
+        for _, r in ipairs(recs) do
+            assert.is_true(r.domain >= 1 and r.domain <= 2)
+            sums[r.step] = (sums[r.step] or 0) + r.weight
+            n = n + 1
+        end
+        for step, s in pairs(sums) do assert.is_true(math.abs(s - 1) < 1e-5, "step " .. step) end
+        -- the sampler draws leaves from P alpha: leaf 1 only through basis 1, 2 through basis 2
+        local w = run.weights
+        local leaves = run.sampler:weights()
+        assert.is_true(math.abs(leaves[1] - 0.8 * w[1]) < 1e-5)
+        assert.is_true(math.abs(leaves[2] - 0.7 * w[2]) < 1e-5)
+        local doms = csvlog.read_records(d .. "/domains.csv")
+        assert.are.equal("random", doms[2].name)
+    end)
+
+    it("rejects bad configurations with clear messages", function()
+        local d = fixture.data(7)
+        assert.has_error(function()
+            trainer.new(fixture.config(nil))
+        end)
+        assert.error_matches(function()
+            trainer.new(fixture.config(tmpdir("bad"), {checkpoint_every = 6}))
+        end, "multiple of eval_every")
+        assert.error_matches(function()
+            trainer.new(fixture.config(tmpdir("bad"), {specific = {train = d.specific_train,
+                                                                   heldout = dga.zeros(2, 5, "int32")}}))
+        end, "specific.heldout: sequences of 5 tokens")
+    end)
+end)
