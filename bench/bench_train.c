@@ -25,6 +25,13 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_now(void)   /* process CPU time: all threads, robust to a busy machine */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -94,9 +101,10 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
     dga_adamw *opt = NULL;
     int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
     double *times = malloc((size_t)bc->steps * sizeof *times);
+    double *cpus = malloc((size_t)bc->steps * sizeof *cpus);
     size_t(*ranges)[2] = NULL;
     int rc = 1;
-    if (!in || !tg || !times) goto out;
+    if (!in || !tg || !times || !cpus) goto out;
     if (dga_gpt_create(&bc->cfg, B, &m) != DGA_OK) {
         fprintf(stderr, "bench_train: %s\n", dga_last_error());
         goto out;
@@ -126,7 +134,7 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             in[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
             tg[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
         }
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         dga_gpt_zero_grad(m);
         if (dga_gpt_forward(m, in, tg, B, T, &loss) != DGA_OK ||
             dga_gpt_backward(m) != DGA_OK) {
@@ -138,32 +146,37 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             fprintf(stderr, "bench_train: %s\n", dga_last_error());
             goto out;
         }
-        double dt = now() - t0;
+        double dt = now() - t0, dc = cpu_now() - c0;
         if (s == 0) loss_first = loss;
-        if (s >= bc->warmup) times[s - bc->warmup] = dt;
+        if (s >= bc->warmup) {
+            times[s - bc->warmup] = dt;
+            cpus[s - bc->warmup] = dc;
+        }
     }
     qsort(times, (size_t)bc->steps, sizeof *times, cmp_double);
+    qsort(cpus, (size_t)bc->steps, sizeof *cpus, cmp_double);
+    double cpu_med = cpus[bc->steps / 2];
     double med = bc->steps % 2 ? times[bc->steps / 2]
                                : 0.5 * (times[bc->steps / 2 - 1] + times[bc->steps / 2]);
     double fpt = dga_gpt_flops_per_token(&bc->cfg, T);
     double tps = B * T / med, gf = fpt * tps / 1e9, rss = peak_rss_mib();
     printf("  [train] %-5s L=%d C=%d h=%d T=%d V=%d B=%d: %.2fM params, %.1f MFLOP/token, step "
            "median %.1f ms (min %.1f, max %.1f) -> %.0f tok/s, %.1f GFLOP/s, %.0f%% of sgemm "
-           "peak, peak RSS %.0f MiB, loss %.3f -> %.3f\n",
+           "peak, peak RSS %.0f MiB, loss %.3f -> %.3f, CPU time/step %.1f ms\n",
            bc->name, bc->cfg.n_layer, bc->cfg.n_embd, bc->cfg.n_head, T, V, B, n / 1e6,
            fpt / 1e6, med * 1e3, times[0] * 1e3, times[bc->steps - 1] * 1e3, tps, gf,
-           100 * gf / peak, rss, loss_first, loss);
+           100 * gf / peak, rss, loss_first, loss, cpu_med * 1e3);
     printf("RESULT {\"kind\":\"train\",\"bench\":\"bench_train\",\"config\":\"%s\","
            "\"threads\":%d,\"params\":%zu,\"flops_per_token\":%.0f,\"step_s_median\":%.5f,"
            "\"tokens_per_s\":%.1f,\"achieved_gflops\":%.2f,\"mfu_vs_peak\":%.3f,"
-           "\"peak_gflops\":%.1f,\"peak_rss_mib\":%.0f}\n",
-           bc->name, threads, n, fpt, med, tps, gf, gf / peak, peak, rss);
+           "\"peak_gflops\":%.1f,\"peak_rss_mib\":%.0f,\"cpu_s_median\":%.5f}\n",
+           bc->name, threads, n, fpt, med, tps, gf, gf / peak, peak, rss, cpu_med);
     fflush(stdout);
     rc = 0;
 out:
     dga_adamw_free(opt);
     dga_gpt_free(m);
-    free(ranges), free(in), free(tg), free(times);
+    free(ranges), free(in), free(tg), free(times), free(cpus);
     return rc;
 }
 
@@ -185,8 +198,12 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int i = 0; i < nthreads; i++) {
         openblas_set_num_threads(threads[i]);
-        printf("bench_train: %d thread(s) (OpenBLAS reports %d)\n", threads[i],
-               openblas_get_num_threads());
+        /* the kernel matters: OPENBLAS_CORETYPE=Haswell (AVX2) vs SkylakeX (AVX-512) is a
+         * ~1.8x difference in sgemm speed on an AVX-512 CPU */
+        const char *env = getenv("OPENBLAS_CORETYPE");
+        printf("bench_train: %d thread(s) (OpenBLAS reports %d), OpenBLAS core %s%s%s\n",
+               threads[i], openblas_get_num_threads(), openblas_get_corename(),
+               env ? ", OPENBLAS_CORETYPE=" : "", env ? env : "");
         double peak = sgemm_peak(threads[i]);
         for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
             rc |= bench_config(&configs[c], threads[i], peak);

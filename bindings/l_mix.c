@@ -317,14 +317,10 @@ static int smp_capped(lua_State *L)
 static int smp_state(lua_State *L)
 {
     dga_sampler *s = check_sampler(L, 1);
-    void *buf;
-    size_t len;
-    DGAL_CHECK(L, dga_sampler_state_save(s, &buf, &len));
-    /* lua_pushlstring may raise (memory): copy into a userdata first so buf is freed. */
-    void *copy = lua_newuserdatauv(L, len, 0);
-    memcpy(copy, buf, len);
-    free(buf);
-    lua_pushlstring(L, copy, len);
+    size_t n = dga_sampler_state_size(s);
+    luaL_Buffer b;   /* written in place: nothing to free if Lua runs out of memory */
+    dga_sampler_state_write(s, luaL_buffinitsize(L, &b, n));
+    luaL_pushresultsize(&b, n);
     return 1;
 }
 
@@ -568,8 +564,9 @@ static int l_align(lua_State *L)
         if (!lua_isnil(L, -1)) {
             int isnum;
             o.lr = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || !(o.lr > 0) || !isfinite(o.lr))
-                luaL_argerror(L, 5, "lr must be a number > 0 (omit it for no scaling)");
+            if (!isnum || !(o.lr >= 0) || !isfinite(o.lr))
+                luaL_argerror(L, 5, "lr must be a number >= 0 (omit it for no scaling)");
+            o.use_lr = 1;
         }
         lua_pop(L, 1);
         lua_getfield(L, 5, "method");
@@ -632,7 +629,7 @@ static int l_align(lua_State *L)
     lua_setfield(L, -2, "normalize");
     lua_pushstring(L, dga_align_method_name(o.method));
     lua_setfield(L, -2, "method");
-    if (o.lr > 0) {
+    if (o.use_lr) {
         lua_pushnumber(L, o.lr);
         lua_setfield(L, -2, "lr");
     }

@@ -315,7 +315,8 @@ static int opt_int(lua_State *L, int opts, const char *field, int dflt)
 }
 
 /* dga.mmlu_score(model, tok, questions, {shots=0, dev=list_or_mmlu, batch=max})
- *   -> {accuracy=, answer_loss=, n=, correct=, loglik=float32 [n x 4]} */
+ *   -> {accuracy=, answer_loss=, n=, correct=, loglik=float32 [n x 4],
+ *       by_subject={[subject]={n=, correct=, accuracy=}}} */
 static int l_mmlu_score(lua_State *L)
 {
     lua_settop(L, 4);
@@ -356,6 +357,7 @@ static int l_mmlu_score(lua_State *L)
                                 buf));
     float *out = dga_tensor_f32(ll);
     size_t correct = 0;
+    lua_newtable(L);          /* by_subject: subject -> {n=, correct=, accuracy=} */
     for (size_t i = 0; i < n; i++) {
         int best = 0;
         for (int c = 0; c < 4; c++) {
@@ -363,9 +365,33 @@ static int l_mmlu_score(lua_State *L)
             if (buf[4 * i + c] > buf[4 * i + best]) best = c;
         }
         correct += best == qs[i].answer;
+        if (lua_getfield(L, -1, qs[i].subject) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            lua_createtable(L, 0, 3);
+            lua_pushinteger(L, 0);
+            lua_setfield(L, -2, "n");
+            lua_pushinteger(L, 0);
+            lua_setfield(L, -2, "correct");
+            lua_pushvalue(L, -1);
+            lua_setfield(L, -3, qs[i].subject);
+        }
+        lua_getfield(L, -1, "n");
+        lua_Integer sn = lua_tointeger(L, -1) + 1;
+        lua_getfield(L, -2, "correct");
+        lua_Integer sc = lua_tointeger(L, -1) + (best == qs[i].answer);
+        lua_pop(L, 2);
+        lua_pushinteger(L, sn);
+        lua_setfield(L, -2, "n");
+        lua_pushinteger(L, sc);
+        lua_setfield(L, -2, "correct");
+        lua_pushnumber(L, (lua_Number)sc / (lua_Number)sn);
+        lua_setfield(L, -2, "accuracy");
+        lua_pop(L, 1);
     }
-    lua_pop(L, 1);            /* buf; the loglik tensor is on top */
-    lua_createtable(L, 0, 5);
+    lua_remove(L, -2);        /* buf; loglik tensor, by_subject on top */
+    lua_createtable(L, 0, 6);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "by_subject");
     lua_pushnumber(L, res.accuracy);
     lua_setfield(L, -2, "accuracy");
     lua_pushnumber(L, res.answer_loss);
@@ -374,7 +400,7 @@ static int l_mmlu_score(lua_State *L)
     lua_setfield(L, -2, "n");
     lua_pushinteger(L, (lua_Integer)correct);
     lua_setfield(L, -2, "correct");
-    lua_pushvalue(L, -2);
+    lua_pushvalue(L, -3);
     lua_setfield(L, -2, "loglik");
     return 1;
 }

@@ -512,13 +512,16 @@ static int m_logits(lua_State *L)
     return 1;
 }
 
-/* Index drawn from softmax(logits / temperature); greedy (first maximum) at temperature 0. */
+/* Index drawn from softmax(logits / temperature); greedy (first maximum) at temperature 0.
+ * -1 when a logit is not finite (diverged parameters), which no choice would make sense of. */
 static int pick_token(const float *logits, int V, double temperature, dga_rng *rng,
                       double *probs)
 {
     int best = 0;
-    for (int i = 1; i < V; i++)
+    for (int i = 0; i < V; i++) {
+        if (!isfinite(logits[i])) return -1;
         if (logits[i] > logits[best]) best = i;
+    }
     if (temperature == 0) return best;
     double mx = logits[best], total = 0;
     for (int i = 0; i < V; i++) {
@@ -571,6 +574,9 @@ static int m_generate(lua_State *L)
         int win = len > (size_t)ctx ? ctx : (int)len;
         DGAL_CHECK(L, dga_gpt_next_logits(m, seq + (len - (size_t)win), win, logits));
         int id = pick_token(logits, V, temperature, &rng, probs);
+        if (id < 0)
+            return luaL_error(L, "generate: non-finite logits at new token %I (diverged "
+                              "parameters?)", i + 1);
         seq[len++] = id;
         lua_pushinteger(L, id);
         lua_rawseti(L, -2, i + 1);

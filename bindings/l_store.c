@@ -22,6 +22,10 @@
  *   dga.embed(texts [, store]) -> float32 [n, dim] (without a store: idf fitted on texts)
  *   dga.kmeans(points, k, {seed=0, iters=25, spherical=false, seed_sample=0})
  *       -> centroids float32 [k', d], assignment int32 [n] (1-based); k' <= k
+ *   dga.kmeans_hierarchical(points, {64, 64}, {seed=0, iters=25, spherical=true})
+ *       -> {k = {k1, k2, ...}, leaf = int32 [n] (1-based leaf of each point),
+ *           ranges = {int32 [k_l + 1] per level: domain d covers leaves ranges[d] ..
+ *                     ranges[d+1]-1, 1-based}, centroids = {float32 [k_l, d] per level}}
  *   dga.npy_save(path, t); dga.npy_load(path) -> tensor (float32 or int32) */
 #include <lauxlib.h>
 #include <lua.h>
@@ -502,13 +506,12 @@ static int l_emb_gc(lua_State *L)
 
 static int l_embed(lua_State *L)
 {
+    const dga_embedder *e = lua_isnoneornil(L, 2) ? NULL : dga_store_embedder(check_store(L, 2));
+    lua_settop(L, 2);
     const char **texts;
     size_t *lens;
     int64_t n = check_texts(L, 1, &texts, &lens);
-    const dga_embedder *e;
-    if (!lua_isnoneornil(L, 2)) {
-        e = dga_store_embedder(check_store(L, 2));
-    } else {
+    if (!e) {
         emb_box *b = lua_newuserdatauv(L, sizeof *b, 0);
         b->e = NULL;
         luaL_setmetatable(L, DGAL_EMBEDDER);
@@ -550,6 +553,75 @@ static int l_kmeans(lua_State *L)
     memcpy(ct->data, c, (size_t)kept * d * sizeof *c);
     lua_insert(L, -2);   /* centroids, assignment */
     return 2;
+}
+
+#define DGAL_HKMEANS "dga.hkmeans_tmp"
+static int l_hk_gc(lua_State *L)
+{
+    dga_hkmeans_free(luaL_checkudata(L, 1, DGAL_HKMEANS));
+    return 0;
+}
+
+static int l_kmeans_hierarchical(lua_State *L)
+{
+    dga_tensor *x = dgal_check_tensor(L, 1);
+    if (x->dtype != DGA_F32 || x->ndim != 2)
+        return luaL_argerror(L, 1, "expected a float32 tensor [n, d]");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int levels[DGA_HKMEANS_MAX_LEVELS], nl = (int)lua_rawlen(L, 2);
+    if (nl < 1 || nl > DGA_HKMEANS_MAX_LEVELS)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "%d levels, expected 1..%d", nl,
+                                                   DGA_HKMEANS_MAX_LEVELS));
+    for (int l = 0; l < nl; l++) {
+        lua_rawgeti(L, 2, l + 1);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok || v < 1 || v > (1 << 24))
+            return luaL_argerror(L, 2, lua_pushfstring(L, "levels[%d] must be an integer >= 1", l + 1));
+        levels[l] = (int)v;
+        lua_pop(L, 1);
+    }
+    dga_kmeans_opts o = {.iters = 25, .spherical = 1};
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        o.seed = (uint64_t)opt_int(L, 3, "seed", 0);
+        o.iters = (int)opt_int(L, 3, "iters", 25);
+        o.spherical = opt_bool(L, 3, "spherical", 1);
+        o.seed_sample = opt_int(L, 3, "seed_sample", 0);
+    }
+    lua_settop(L, 3);
+    dga_hkmeans *h = lua_newuserdatauv(L, sizeof *h, 0);   /* index 4: freed by the GC */
+    memset(h, 0, sizeof *h);
+    luaL_setmetatable(L, DGAL_HKMEANS);
+    int64_t n = x->shape[0], d = x->shape[1];
+    DGAL_CHECK(L, dga_kmeans_hierarchical(dga_tensor_f32(x), n, (int)d, levels, nl, &o, h));
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, nl, 0);
+    for (int l = 0; l < nl; l++) {
+        lua_pushinteger(L, (lua_Integer)h->k[l]);
+        lua_rawseti(L, -2, l + 1);
+    }
+    lua_setfield(L, -2, "k");
+    dga_tensor *leaf = new_tensor(L, DGA_I32, 1, &n);
+    for (int64_t i = 0; i < n; i++) dga_tensor_i32(leaf)[i] = h->leaf[i] + 1;
+    lua_setfield(L, -2, "leaf");
+    lua_createtable(L, nl, 0);
+    for (int l = 0; l < nl; l++) {
+        int64_t m = h->k[l] + 1;
+        dga_tensor *r = new_tensor(L, DGA_I32, 1, &m);
+        for (int64_t j = 0; j < m; j++) dga_tensor_i32(r)[j] = (int32_t)h->ranges[l][j] + 1;
+        lua_rawseti(L, -2, l + 1);
+    }
+    lua_setfield(L, -2, "ranges");
+    lua_createtable(L, nl, 0);
+    for (int l = 0; l < nl; l++) {
+        int64_t shape[2] = {h->k[l], d};
+        dga_tensor *c = new_tensor(L, DGA_F32, 2, shape);
+        memcpy(c->data, h->centroids[l], (size_t)h->k[l] * d * sizeof(float));
+        lua_rawseti(L, -2, l + 1);
+    }
+    lua_setfield(L, -2, "centroids");
+    return 1;
 }
 
 static int l_npy_save(lua_State *L)
@@ -659,6 +731,8 @@ void dgal_open_store(lua_State *L)
     static const luaL_Reg emb_meta[] = {{"__gc", l_emb_gc}, {NULL, NULL}};
     dgal_new_class(L, DGAL_EMBEDDER, NULL, emb_meta);
     static const luaL_Reg npy_meta[] = {{"__gc", l_npy_gc}, {NULL, NULL}};
+    static const luaL_Reg hk_meta[] = {{"__gc", l_hk_gc}, {NULL, NULL}};
+    dgal_new_class(L, DGAL_HKMEANS, NULL, hk_meta);
     dgal_new_class(L, "dga.npy_tmp", NULL, npy_meta);
 
     static const luaL_Reg funcs[] = {
@@ -666,6 +740,7 @@ void dgal_open_store(lua_State *L)
         {"store_build", l_store_build},
         {"embed", l_embed},
         {"kmeans", l_kmeans},
+        {"kmeans_hierarchical", l_kmeans_hierarchical},
         {"npy_save", l_npy_save},
         {"npy_load", l_npy_load},
         {NULL, NULL},

@@ -375,6 +375,7 @@ static int l_read_texts(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     lua_Integer max = luaL_optinteger(L, 2, -1);
+    lua_settop(L, 2);
     reader_box *b = open_reader(L, path);   /* index 3 */
     lua_newtable(L);                          /* index 4 */
     lua_Integer n = 0;
@@ -392,6 +393,27 @@ static int l_read_texts(lua_State *L)
     reader_finish(b);
     push_stats(L, &b->stats);
     return 2;
+}
+
+/* dga.text_files(path_or_dir) -> list of the .jsonl / .txt paths a walk reads, in order. */
+static int l_text_files(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    char **files;
+    size_t n;
+    DGAL_CHECK(L, dga_text_list_files(path, &files, &n));
+    /* a Lua error (memory) below would leak the list: build the table in one protected go */
+    if (!lua_checkstack(L, 4)) {
+        dga_text_free_files(files, n);
+        return luaL_error(L, "text_files: stack overflow");
+    }
+    lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushstring(L, files[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    dga_text_free_files(files, n);
+    return 1;
 }
 
 /* tok:encode_corpus(path_or_dir [, {max_docs=, progress=function(docs, bytes, tokens)}])
@@ -538,6 +560,7 @@ void dgal_open_text(lua_State *L)
     static const luaL_Reg fns[] = {
         {"read_jsonl", l_read_jsonl},
         {"read_texts", l_read_texts},
+        {"text_files", l_text_files},
         {"tokenizer_train", l_tokenizer_train},
         {"tokenizer_load", l_tokenizer_load},
         {"shard_write", l_shard_write},

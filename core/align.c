@@ -239,7 +239,8 @@ dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
     if (opts) o = *opts;
     if (o.normalize != DGA_ALIGN_NONE && o.normalize != DGA_ALIGN_COSINE && o.normalize != DGA_ALIGN_MEAN_NORM)
         return dga_fail(DGA_ERR_INVALID, "align: unknown normalisation %d", (int)o.normalize);
-    if (!isfinite(o.lr)) return dga_fail(DGA_ERR_INVALID, "align: lr = %g, expected a finite number", o.lr);
+    if (o.use_lr && !(isfinite(o.lr) && o.lr >= 0))
+        return dga_fail(DGA_ERR_INVALID, "align: lr = %g, expected a finite number >= 0", o.lr);
     if (o.method != DGA_ALIGN_EXACT && o.method != DGA_ALIGN_FD)
         return dga_fail(DGA_ERR_INVALID, "align: unknown method %d", (int)o.method);
     if (o.method == DGA_ALIGN_FD && o.normalize != DGA_ALIGN_NONE)
@@ -257,7 +258,7 @@ dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
     out->target_norm = sqrt(dot_f64(ws->target, ws->target, np));
     if (o.method == DGA_ALIGN_FD) {
         st = align_fd(model, ws, domains, k, o.fd_eps > 0 ? o.fd_eps : 1e-3, out);
-        if (st == DGA_OK && o.lr > 0)
+        if (st == DGA_OK && o.use_lr)
             for (int i = 0; i < k; i++) out->align[i] *= o.lr;
         return st;
     }
@@ -283,7 +284,7 @@ dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
         } else if (o.normalize == DGA_ALIGN_MEAN_NORM) {
             a = mean_norm > 0 ? a / mean_norm : 0.0;
         }
-        if (o.lr > 0) a *= o.lr;
+        if (o.use_lr) a *= o.lr;
         out->align[i] = a;
     }
     return DGA_OK;

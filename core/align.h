@@ -44,7 +44,8 @@ dga_status  dga_align_method_parse(const char *name, dga_align_method *out);
 
 typedef struct {
     dga_align_norm normalize;
-    double lr;          /* > 0: multiply every a_i by this learning rate; <= 0: no scaling */
+    int    use_lr;      /* 1: multiply every a_i by lr (the current learning rate, >= 0) */
+    double lr;
     dga_align_method method;
     double fd_eps;      /* fd: step length along the unit target direction; <= 0: 1e-3 */
 } dga_align_opts;

@@ -12,22 +12,44 @@
 
 /* ================= chunking ================= */
 
-enum { C_SPACE, C_LETTER, C_DIGIT, C_OTHER };
+enum { C_SPACE = DGA_BPE_SPACE, C_LETTER = DGA_BPE_LETTER, C_DIGIT = DGA_BPE_DIGIT,
+       C_OTHER = DGA_BPE_OTHER };
 
-static unsigned char g_class[256];
+static unsigned char g_class[128];
 static int g_class_ready;
 
 static void class_init(void)
 {
     if (g_class_ready) return;
-    for (int c = 0; c < 256; c++) {
+    for (int c = 0; c < 128; c++) {
         unsigned char k = C_OTHER;
         if (c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r') k = C_SPACE;
-        else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) k = C_LETTER;
+        else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) k = C_LETTER;
         else if (c >= '0' && c <= '9') k = C_DIGIT;
         g_class[c] = k;
     }
     g_class_ready = 1;   /* idempotent: racing threads write the same bytes */
+}
+
+/* Class and byte length of the character at s[0] (n > 0 bytes left). */
+static inline int char_class(const unsigned char *s, size_t n, size_t *len)
+{
+    if (s[0] < 0x80) {
+        *len = 1;
+        return g_class[s[0]];
+    }
+    return dga_bpe_nonascii_class(s, n, len);
+}
+
+/* End of the run of characters of class k starting at byte j. */
+static inline size_t run_end(const unsigned char *s, size_t n, size_t j, int k)
+{
+    while (j < n) {
+        size_t l;
+        if (char_class(s + j, n - j, &l) != k) break;
+        j += l;
+    }
+    return j;
 }
 
 /* Length of the chunk starting at s[0] (n > 0 bytes left). */
@@ -43,22 +65,22 @@ static size_t chunk_len(const unsigned char *s, size_t n)
         }
         if (d == 's' || d == 't' || d == 'm' || d == 'd') return 2;
     }
-    size_t j;
-    if (c == ' ' && n >= 2 && g_class[s[1]] != C_SPACE) {
-        unsigned char k = g_class[s[1]];
-        j = 2;
-        while (j < n && g_class[s[j]] == k) j++;
-        return j;
+    size_t l0, l1;
+    if (c == ' ' && n >= 2) {   /* ' ?X+': one ASCII space may lead a run */
+        int k1 = char_class(s + 1, n - 1, &l1);
+        if (k1 != C_SPACE) return run_end(s, n, 1 + l1, k1);
     }
-    unsigned char k = g_class[c];
-    j = 1;
-    if (k != C_SPACE) {
-        while (j < n && g_class[s[j]] == k) j++;
-        return j;
+    int k0 = char_class(s, n, &l0);
+    if (k0 != C_SPACE) return run_end(s, n, l0, k0);
+    /* whitespace: \s+(?!\S) leaves the last space character to what follows, then \s+ */
+    size_t j = l0, last = 0;
+    while (j < n) {
+        size_t l;
+        if (char_class(s + j, n - j, &l) != C_SPACE) break;
+        last = j;
+        j += l;
     }
-    while (j < n && g_class[s[j]] == C_SPACE) j++;
-    /* \s+(?!\S): leave the last space to the word that follows */
-    if (j < n && j >= 2) j--;
+    if (j < n && last > 0) j = last;
     return j;
 }
 
@@ -933,6 +955,7 @@ dga_status dga_bpe_trainer_finish(dga_bpe_trainer *tr, int vocab_size, dga_bpe *
         }
         if (st != DGA_OK) break;
 #ifdef DGA_BPE_VERIFY
+        /* Debug builds (-DDGA_BPE_VERIFY, slow): recount every pair and check the heap. */
         for (size_t q = 0; q < s.n_pairs; q++) {
             int64_t want = 0;
             for (size_t w = 0; w < s.n_words; w++)
@@ -943,8 +966,6 @@ dga_status dga_bpe_trainer_finish(dga_bpe_trainer *tr, int vocab_size, dga_bpe *
                 fprintf(stderr, "merge %d (%d,%d): pair (%d,%d) count %lld, should be %lld\n", m, a, b,
                         s.pairs[q].a, s.pairs[q].b, (long long)s.pairs[q].count, (long long)want);
         }
-#endif
-#ifdef DGA_BPE_VERIFY
         for (size_t h = 1; h < s.heap_n; h++)
             if (pair_before(&s.pairs[s.heap[h]], &s.pairs[s.heap[(h - 1) / 2]]))
                 fprintf(stderr, "merge %d: heap broken at %zu\n", m, h);

@@ -8,9 +8,13 @@
  * Text is first cut into chunks, as GPT-2's regex does
  *   's 't 're 've 'm 'll 'd | ' '?letters | ' '?digits | ' '?other+ | whitespace
  * (a run of whitespace followed by a non-space leaves its last character to the next chunk),
- * written by hand over bytes: ASCII letters/digits/whitespace are the classes, and every
- * non-ASCII byte (>= 0x80) counts as a letter, so a UTF-8 character is never split and
- * invalid UTF-8 still goes through. Merges never cross chunk boundaries.
+ * written by hand over UTF-8: ASCII classes exactly, and for other characters a table of the
+ * Unicode ranges that are whitespace, numbers or punctuation/symbols in practice (curly
+ * quotes, dashes, NBSP, math, CJK punctuation, emoji; see bpe_unicode.c); any other code
+ * point, and any byte that is not valid UTF-8, counts as a letter. On the project's corpus
+ * the encodings equal those of Hugging Face's tokenizers (tokenizers.js) loading our
+ * tokenizer.json; scripts whose marks are not in the table may split differently there.
+ * Merges never cross chunk boundaries.
  *
  * Encoding is exact for ANY byte string (NUL and invalid UTF-8 included): decode(encode(s))
  * == s. The literal text "<|endoftext|>" inside a document is encoded as ordinary bytes; only

@@ -20,9 +20,19 @@ static inline uint64_t fmix64(uint64_t k)
     return k;
 }
 
-static inline int is_word_byte(unsigned char c)
+/* Bytes of the separator starting at p (0 if p starts a word byte). ASCII bytes other than
+ * letters and digits separate; so do the UTF-8 encodings of U+00A0..U+00BF (no-break space,
+ * Latin-1 punctuation: C2 A0..C2 BF) and of U+2000..U+207F (general punctuation: curly
+ * quotes, dashes, ellipsis: E2 80 xx and E2 81 xx), so that "\u201cword" is the word "word". */
+static inline size_t sep_len(const unsigned char *p, const unsigned char *end)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? 0 : 1;
+    if (c == 0xC2 && end - p >= 2 && p[1] >= 0xA0 && p[1] <= 0xBF) return 2;
+    if (c == 0xE2 && end - p >= 3 && (p[1] == 0x80 || p[1] == 0x81) && p[2] >= 0x80 && p[2] <= 0xBF)
+        return 3;
+    return 0;
 }
 
 static inline unsigned char lower(unsigned char c)
@@ -52,6 +62,7 @@ typedef struct {
     uint32_t *last_seen;  /* per bucket: 1 + index of the last text that counted it */
     int64_t   fitted;     /* texts seen by fit_add in the current fit */
     int64_t   n_fit;      /* texts behind the current idf table */
+    int       dim;
 } hash_state;
 
 /* The feature hashes of a text, in a growable buffer. */
@@ -80,17 +91,18 @@ static dga_status extract(const char *text, size_t len, feats *f)
     size_t prev_len = 0;
     f->n = 0;
     while (p < end) {
-        while (p < end && !is_word_byte(*p)) p++;
+        size_t sl;
+        while (p < end && (sl = sep_len(p, end)) > 0) p += sl;
         if (p >= end) break;
         const unsigned char *w = p;
-        while (p < end && is_word_byte(*p)) p++;
+        while (p < end && sep_len(p, end) == 0) p++;
         size_t wl = (size_t)(p - w);
-        dga_status st = feats_push(f, fmix64(fnv_bytes(FNV_OFFSET, w, wl)));
+        dga_status st = feats_push(f, fmix64(fnv_bytes(FNV_OFFSET, w, wl)) & ~1ULL);
         if (st != DGA_OK) return st;
         if (prev) {
             uint64_t h = fnv_bytes(FNV_OFFSET, prev, prev_len);
             h = (h ^ ' ') * FNV_PRIME;
-            st = feats_push(f, fmix64(fnv_bytes(h, w, wl)));
+            st = feats_push(f, fmix64(fnv_bytes(h, w, wl)) | 1ULL);
             if (st != DGA_OK) return st;
         }
         prev = w;
@@ -158,28 +170,33 @@ static dga_status hash_embed(const dga_embedder *e, const char *text, size_t len
 {
     const hash_state *s = e->state;
     feats f = {0};
-    double acc[DGA_HASH_DIM] = {0};
+    int D = s->dim;
+    double *acc = calloc((size_t)D, sizeof *acc);
+    if (!acc) return dga_fail(DGA_ERR_NOMEM, "embed: out of memory");
     dga_status st = extract(text, len, &f);
     if (st != DGA_OK) {
         free(f.h);
+        free(acc);
         return st;
     }
     /* tf per feature: equal hashes are adjacent after sorting. */
-    qsort(f.h, f.n, sizeof *f.h, cmp_u64);
+    if (f.n > 1) qsort(f.h, f.n, sizeof *f.h, cmp_u64);
     for (size_t i = 0; i < f.n;) {
         size_t j = i + 1;
         while (j < f.n && f.h[j] == f.h[i]) j++;
         uint64_t h = f.h[i];
-        double w = (1.0 + log((double)(j - i))) * s->idf[h >> 44];
-        int dim = (int)((h & 0xffffffffULL) % DGA_HASH_DIM);
+        double w = (1.0 + log((double)(j - i))) * sqrt((double)s->idf[h >> 44]);
+        if (h & 1) w *= DGA_HASH_BIGRAM_WEIGHT;
+        int dim = (int)((h & 0xffffffffULL) % (uint64_t)D);
         acc[dim] += ((h >> 32) & 1) ? -w : w;
         i = j;
     }
     free(f.h);
     double norm = 0;
-    for (int d = 0; d < DGA_HASH_DIM; d++) norm += acc[d] * acc[d];
+    for (int d = 0; d < D; d++) norm += acc[d] * acc[d];
     double inv = norm > 0 ? 1.0 / sqrt(norm) : 0.0;
-    for (int d = 0; d < DGA_HASH_DIM; d++) out[d] = (float)(acc[d] * inv);
+    for (int d = 0; d < D; d++) out[d] = (float)(acc[d] * inv);
+    free(acc);
     return DGA_OK;
 }
 
@@ -239,7 +256,7 @@ static void hash_destroy(dga_embedder *e)
     free(e);
 }
 
-static dga_status hash384_new(dga_embedder **out)
+static dga_status hash_new(const char *name, int dim, dga_embedder **out)
 {
     dga_embedder *e = calloc(1, sizeof *e);
     hash_state *s = calloc(1, sizeof *s);
@@ -252,8 +269,9 @@ static dga_status hash384_new(dga_embedder **out)
     }
     for (uint32_t b = 0; b < DGA_HASH_BUCKETS; b++) idf[b] = 1.0f;
     s->idf = idf;
-    e->name = "hash384";
-    e->dim = DGA_HASH_DIM;
+    s->dim = dim;
+    e->name = name;
+    e->dim = dim;
     e->state = s;
     e->fit_add = hash_fit_add;
     e->fit_end = hash_fit_end;
@@ -276,8 +294,9 @@ int64_t dga_hash384_fitted_texts(const dga_embedder *e)
 dga_status dga_embedder_new(const char *name, dga_embedder **out)
 {
     *out = NULL;
-    if (name && strcmp(name, "hash384") == 0) return hash384_new(out);
-    return dga_fail(DGA_ERR_INVALID, "unknown embedder '%s' (known: hash384)",
+    if (name && strcmp(name, "hash384") == 0) return hash_new("hash384", DGA_HASH_DIM, out);
+    if (name && strcmp(name, "hash1024") == 0) return hash_new("hash1024", 1024, out);
+    return dga_fail(DGA_ERR_INVALID, "unknown embedder '%s' (known: hash384, hash1024)",
                     name ? name : "(null)");
 }
 

@@ -1,5 +1,6 @@
 #include "eval.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +238,43 @@ static dga_status tokenize_question(dga_encode_fn encode, void *ud, const char *
     return st;
 }
 
+/* With GPT-2 style BPE, " A".." D" are single tokens after the same context tokens: the four
+ * rows would be identical inputs differing only in the last target, so one forward of the
+ * context (lm head at the last position only) gives all four log-probabilities, a quarter of
+ * the work of four rows. The result is the same as the batched scorer's. */
+static int shares_context(const dga_loglik_request *r)
+{
+    for (int c = 0; c < 4; c++)
+        if (r[c].n_cont != 1 || r[c].n_tokens != r[0].n_tokens || !r[c].tokens) return 0;
+    for (int c = 1; c < 4; c++)
+        if (memcmp(r[c].tokens, r[0].tokens, (size_t)(r[0].n_tokens - 1) * sizeof *r[0].tokens))
+            return 0;
+    return 1;
+}
+
+static dga_status score_shared(dga_gpt *model, const dga_loglik_request *r, float *logits,
+                               double *ll)
+{
+    const dga_gpt_config *cfg = dga_gpt_get_config(model);
+    const int n = r[0].n_tokens - 1;                 /* context tokens */
+    const int start = n > cfg->n_ctx ? n - cfg->n_ctx : 0;   /* left truncation */
+    for (int c = 0; c < 4; c++) {
+        int32_t t = r[c].tokens[n];
+        if (t < 0 || t >= cfg->vocab_size)
+            return dga_fail(DGA_ERR_INVALID, "mmlu_score: continuation token id %d outside "
+                            "vocabulary [0, %d)", (int)t, cfg->vocab_size);
+    }
+    dga_status st = dga_gpt_next_logits(model, r[0].tokens + start, n - start, logits);
+    if (st != DGA_OK) return st;
+    double mx = logits[0], sum = 0.0;
+    for (int v = 1; v < cfg->vocab_size; v++)
+        if (logits[v] > mx) mx = logits[v];
+    for (int v = 0; v < cfg->vocab_size; v++) sum += exp((double)logits[v] - mx);
+    const double lse = mx + log(sum);
+    for (int c = 0; c < 4; c++) ll[c] = (double)logits[r[c].tokens[n]] - lse;
+    return DGA_OK;
+}
+
 dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
                          const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
                          size_t n_dev, int shots, int batch, dga_mmlu_result *res, double *loglik)
@@ -253,11 +291,19 @@ dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
                             i + 1, qs[i].answer);
 
     dga_loglik_request *reqs = calloc(4 * MMLU_CHUNK, sizeof *reqs);
+    dga_loglik_request *rest = calloc(4 * MMLU_CHUNK, sizeof *rest);
+    size_t *rest_at = malloc(4 * MMLU_CHUNK * sizeof *rest_at);
     double *ll = malloc(4 * MMLU_CHUNK * sizeof *ll);
+    double *rest_ll = malloc(4 * MMLU_CHUNK * sizeof *rest_ll);
+    float *logits = malloc((size_t)dga_gpt_get_config(model)->vocab_size * sizeof *logits);
     dga_mmlu_question *shot_buf = malloc((size_t)(shots ? shots : 1) * sizeof *shot_buf);
-    if (!reqs || !ll || !shot_buf) {
+    if (!reqs || !rest || !rest_at || !ll || !rest_ll || !logits || !shot_buf) {
         free(reqs);
+        free(rest);
+        free(rest_at);
         free(ll);
+        free(rest_ll);
+        free(logits);
         free(shot_buf);
         return dga_fail(DGA_ERR_NOMEM, "mmlu_score: out of memory");
     }
@@ -274,7 +320,21 @@ dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
             if (st == DGA_OK) st = tokenize_question(encode, encode_ud, context, k + i, &reqs[4 * i]);
             free(context);
         }
-        if (st == DGA_OK) st = dga_eval_loglik(model, reqs, 4 * m, B, ll);
+        /* Questions whose four continuations share the context are scored from one forward
+         * each; the others go through the batched scorer together. */
+        size_t n_rest = 0;
+        for (size_t i = 0; i < m && st == DGA_OK; i++) {
+            if (shares_context(&reqs[4 * i])) {
+                st = score_shared(model, &reqs[4 * i], logits, &ll[4 * i]);
+            } else {
+                for (int c = 0; c < 4; c++) {
+                    rest[n_rest] = reqs[4 * i + (size_t)c];
+                    rest_at[n_rest++] = 4 * i + (size_t)c;
+                }
+            }
+        }
+        if (st == DGA_OK && n_rest) st = dga_eval_loglik(model, rest, n_rest, B, rest_ll);
+        for (size_t r = 0; r < n_rest && st == DGA_OK; r++) ll[rest_at[r]] = rest_ll[r];
         for (size_t i = 0; i < m && st == DGA_OK; i++) {
             const double *l = &ll[4 * i];
             int best = 0;
@@ -287,6 +347,10 @@ dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
         }
         for (size_t i = 0; i < 4 * m; i++) free((void *)reqs[i].tokens);
     }
+    free(rest);
+    free(rest_at);
+    free(rest_ll);
+    free(logits);
     free(reqs);
     free(ll);
     free(shot_buf);

@@ -54,7 +54,11 @@ typedef struct {
  * `shots` is DGA_ERR_INVALID), continuations " A", " B", " C", " D"; the continuation tokens
  * are encode(context + continuation) minus its first len(encode(context)) tokens; prediction =
  * argmax log-likelihood (first on ties). loglik (4 per question, may be NULL) gets the four
- * scores. Questions are tokenized and scored in chunks, so memory does not grow with n. */
+ * scores. Questions are tokenized and scored in chunks, so memory does not grow with n.
+ * When the four continuations are single tokens after identical context tokens (the usual
+ * case with GPT-2 style BPE), one dga_gpt_next_logits of the context gives all four (4x less
+ * work); otherwise the four rows of several questions share dga_gpt_eval calls
+ * (dga_eval_loglik). Both give the same numbers (tests/c/test_eval.c checks both). */
 dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
                          const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
                          size_t n_dev, int shots, int batch, dga_mmlu_result *res,

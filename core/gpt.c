@@ -2,6 +2,7 @@
  * The kernels live in ops.c; this file wires them and owns all memory. */
 #include "gpt.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,11 @@ dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_gpt **ou
     if (st != DGA_OK) return st;
     if (max_batch < 1 || max_batch > 1 << 20)
         return dga_fail(DGA_ERR_INVALID, "gpt: batch = %d, expected 1..%d", max_batch, 1 << 20);
+    /* row counts go to cblas_sgemm as int */
+    if ((size_t)max_batch * (size_t)cfg->n_ctx > (size_t)(INT_MAX / 4))
+        return dga_fail(DGA_ERR_INVALID, "gpt: batch %d x context %d = %zu rows, at most %d",
+                        max_batch, cfg->n_ctx, (size_t)max_batch * (size_t)cfg->n_ctx,
+                        INT_MAX / 4);
     dga_gpt *m = calloc(1, sizeof *m);
     if (!m) return dga_fail(DGA_ERR_NOMEM, "gpt: cannot allocate the model");
     m->cfg = *cfg;

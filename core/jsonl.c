@@ -276,6 +276,10 @@ static int parse_line(dga_text_reader *r, size_t n, dga_text_doc *doc)
 {
     dga_text_stats *s = &r->stats;
     const char *line = r->line;
+    if (r->line_no == 1 && n >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) {
+        line += 3;   /* a UTF-8 byte-order mark some editors write: not part of the JSON */
+        n -= 3;
+    }
     if (is_blank(line, n)) { s->blank++; return 0; }
     size_t bad;
     if (!dga_utf8_valid(line, n, &bad)) {

@@ -9,7 +9,8 @@
  * Bad input never stops the walk: a line that is not JSON, not an object, has no string
  * "text", or holds invalid UTF-8 (a .txt file with invalid UTF-8 likewise) is skipped and
  * counted in dga_text_stats, which keeps the first few "file:line: reason" messages. Blank
- * lines are counted but are not errors. Only a missing path or a failing read is an error.
+ * lines are counted but are not errors; a UTF-8 byte-order mark opening a .jsonl file is
+ * ignored. Only a missing path or a failing read is an error.
  *
  * Two ways to read: a pull reader (dga_text_open / dga_text_next / dga_text_close) or a
  * callback walk (dga_text_foreach). Neither is thread-safe on one reader; separate readers

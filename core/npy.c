@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,9 @@ dga_status dga_npy_parse_header(const char *path, const unsigned char *buf, size
 
 static dga_status check_size(const char *path, const dga_npy *a, size_t data_bytes)
 {
+    if ((uint64_t)a->numel > SIZE_MAX / dtypes[a->dtype].size)
+        return dga_fail(DGA_ERR_FORMAT, "%s: .npy shape too large (%lld elements)", path,
+                        (long long)a->numel);
     size_t need = (size_t)a->numel * dtypes[a->dtype].size;
     if (data_bytes < need)
         return dga_fail(DGA_ERR_FORMAT,

@@ -18,7 +18,8 @@ static inline float fexp(float x)
 {
     x = x < -87.0f ? -87.0f : x;   /* keeps 2^n normal; NaN passes through */
     x = x > 88.0f ? 88.0f : x;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    /* round to nearest by adding 1.5 * 2^23 (floorf would block vectorisation) */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f;
     r = r + n * 2.12194440e-4f;
     float p = 1.0f / 5040.0f;
@@ -30,15 +31,89 @@ static inline float fexp(float x)
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     n = n == n ? n : 0.0f;          /* NaN: p is NaN already; keep the cast defined */
-    union { uint32_t u; float f; } s;
-    s.u = (uint32_t)((int32_t)n + 127) << 23;
-    return p * s.f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    return p * s;
 }
 
 float dga_fast_expf(float x) { return fexp(x); }
 
 /* tanh(u) = 1 - 2 / (1 + e^{2u}); saturates cleanly at +-1 through fexp's clamping. */
 static inline float ftanh(float u) { return 1.0f - 2.0f / (1.0f + fexp(2.0f * u)); }
+
+/* Reductions over 16 interleaved partial results: GCC vectorises these without
+ * -ffast-math, and the order is fixed by the code, so results stay deterministic. */
+#define LANES 16
+
+static inline float vsum(const float *x, int n)
+{
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += x[j + k];
+    float s = 0.0f;
+    for (; j < n; j++) s += x[j];
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
+/* A float max does not vectorise in plain C (NaN and -0 rules), hence GCC's vector
+ * extension: a compare and a masked move per 16 floats. */
+typedef float vf16 __attribute__((vector_size(LANES * sizeof(float))));
+typedef int32_t vi16 __attribute__((vector_size(LANES * sizeof(int32_t))));
+
+static inline float vmax(const float *x, int n)
+{
+    float m = x[0];
+    int j = 0;
+    if (n >= LANES) {
+        vf16 acc;
+        memcpy(&acc, x, sizeof acc);
+        for (j = LANES; j + LANES <= n; j += LANES) {
+            vf16 v;
+            memcpy(&v, x + j, sizeof v);
+            vi16 gt = v > acc;
+            acc = (vf16)((gt & (vi16)v) | (~gt & (vi16)acc));
+        }
+        for (int k = 0; k < LANES; k++) m = acc[k] > m ? acc[k] : m;
+    }
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static inline float vdot(const float *a, const float *b, int n)
+{
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += a[j + k] * b[j + k];
+    float s = 0.0f;
+    for (; j < n; j++) s += a[j] * b[j];
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
+/* x[j] = exp(x[j] - mx) in place; returns their sum */
+static inline float vexp_sum(float *x, float mx, int n)
+{
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float e = fexp(x[j + k] - mx);
+            x[j + k] = e;
+            acc[k] += e;
+        }
+    float s = 0.0f;
+    for (; j < n; j++) {
+        float e = fexp(x[j] - mx);
+        x[j] = e;
+        s += e;
+    }
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
 
 /* ---------------------------------------------------------------- embedding */
 
@@ -77,14 +152,16 @@ void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp
     for (size_t i = 0; i < N; i++) {
         const float *x = inp + i * C;
         float *o = out + i * C;
-        float s = 0.0f;
-        for (int c = 0; c < C; c++) s += x[c];
-        float m = s / C;
-        float v = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float d = x[c] - m;
-            v += d * d;
-        }
+        float m = vsum(x, C) / C;
+        float acc[LANES] = {0}, v = 0.0f;
+        int c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float d = x[c + k] - m;
+                acc[k] += d * d;
+            }
+        for (; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        for (int k = 0; k < LANES; k++) v += acc[k];
         float r = 1.0f / sqrtf(v / C + LN_EPS);
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
         if (mean) mean[i] = m;
@@ -102,16 +179,26 @@ void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
         float *dx = dinp + i * C;
         float m = mean[i], r = rstd[i];
         /* dx = r * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w */
-        float sg = 0.0f, sgx = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float xhat = (x[c] - m) * r;
+        float ag[LANES] = {0}, agx[LANES] = {0}, sg = 0.0f, sgx = 0.0f;
+        int c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float g = dy[c + k] * w[c + k];
+                ag[k] += g;
+                agx[k] += g * ((x[c + k] - m) * r);
+            }
+        for (; c < C; c++) {
             float g = dy[c] * w[c];
             sg += g;
-            sgx += g * xhat;
+            sgx += g * ((x[c] - m) * r);
+        }
+        for (int k = 0; k < LANES; k++) {
+            sg += ag[k];
+            sgx += agx[k];
         }
         sg /= C;
         sgx /= C;
-        for (int c = 0; c < C; c++) {
+        for (c = 0; c < C; c++) {
             float xhat = (x[c] - m) * r;
             db[c] += dy[c];
             dw[c] += dy[c] * xhat;
@@ -172,19 +259,18 @@ static void causal_softmax(float *S, int T)
 {
     for (int i = 0; i < T; i++) {
         float *row = S + (size_t)i * T;
-        float mx = row[0];
-        for (int j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j <= i; j++) {
-            float e = fexp(row[j] - mx);
-            row[j] = e;
-            sum += e;
-        }
-        float inv = 1.0f / sum;
+        float mx = vmax(row, i + 1);
+        float inv = 1.0f / vexp_sum(row, mx, i + 1);
         for (int j = 0; j <= i; j++) row[j] *= inv;
         for (int j = i + 1; j < T; j++) row[j] = 0.0f;
     }
 }
+
+/* Causality: query row i only sees keys 0..i, so the products run over blocks of QB query
+ * rows against the keys up to the block's end (and, for the key gradients, over blocks of
+ * QB keys against the queries from the block's start): ~(1 + T/QB) / 2 of the full T x T
+ * work, in sgemm calls still large enough to run at full speed. */
+#define QB 64
 
 void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float *qkv,
                           int B, int T, int C, int NH)
@@ -196,11 +282,18 @@ void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float
             const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
             const float *k = q + C, *v = q + 2 * C;
             float *S = att + ((size_t)b * NH + h) * att_stride;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3,
-                        0.0f, S, T);
+            float *y = out + (size_t)b * T * C + (size_t)h * hs;
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, S + (size_t)i0 * T, T);
+            }
             causal_softmax(S, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3,
-                        0.0f, out + (size_t)b * T * C + (size_t)h * hs, C);
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                            S + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
+            }
         }
 }
 
@@ -216,25 +309,37 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
             float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
             const float *P = att + ((size_t)b * NH + h) * (size_t)T * T;
             const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-            /* dP = dY V^T;  dV = P^T dY */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
-                        0.0f, datt, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C,
-                        0.0f, dv, C3);
+            /* dP = dY V^T (causal blocks) */
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
+                            dy + (size_t)i0 * C, C, v, C3, 0.0f, datt + (size_t)i0 * T, T);
+            }
             /* softmax backward: dS = P * (dP - sum_j P dP), zero above the diagonal */
             for (int i = 0; i < T; i++) {
                 const float *p = P + (size_t)i * T;
                 float *d = datt + (size_t)i * T;
-                float dot = 0.0f;
-                for (int j = 0; j <= i; j++) dot += p[j] * d[j];
+                float dot = vdot(p, d, i + 1);
                 for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
-                for (int j = i + 1; j < T; j++) d[j] = 0.0f;
+                int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
+                for (int j = i + 1; j < end; j++) d[j] = 0.0f;
             }
-            /* S = scale Q K^T:  dQ = scale dS K;  dK = scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, datt, T, k,
-                        C3, 0.0f, dq, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, datt, T, q,
-                        C3, 0.0f, dk, C3);
+            /* S = scale Q K^T:  dQ = scale dS K  (query blocks) */
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, scale,
+                            datt + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
+            }
+            /* dV = P^T dY,  dK = scale dS^T Q  (key blocks: only queries j0.. see them) */
+            for (int j0 = 0; j0 < T; j0 += QB) {
+                int kn = T - j0 < QB ? T - j0 : QB, rows = T - j0;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, 1.0f,
+                            P + (size_t)j0 * T + j0, T, dy + (size_t)j0 * C, C, 0.0f,
+                            dv + (size_t)j0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, scale,
+                            datt + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
+                            dk + (size_t)j0 * C3, C3);
+            }
         }
 }
 
@@ -275,18 +380,15 @@ void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n)
 
 /* ---------------------------------------------------------------- cross-entropy */
 
-static inline float row_max(const float *x, int V)
-{
-    float mx = x[0];
-    for (int j = 1; j < V; j++) mx = x[j] > mx ? x[j] : mx;
-    return mx;
-}
-
 double dga_op_xent_row(const float *logits, int V, int target)
 {
-    float mx = row_max(logits, V);
-    float sum = 0.0f;
-    for (int j = 0; j < V; j++) sum += fexp(logits[j] - mx);
+    float mx = vmax(logits, V);
+    float acc[LANES] = {0}, sum = 0.0f;
+    int j = 0;
+    for (; j + LANES <= V; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += fexp(logits[j + k] - mx);
+    for (; j < V; j++) sum += fexp(logits[j] - mx);
+    for (int k = 0; k < LANES; k++) sum += acc[k];
     return (double)logf(sum) + (double)mx - (double)logits[target];
 }
 
@@ -301,14 +403,9 @@ double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int 
             memset(row, 0, (size_t)V * sizeof *row);
             continue;
         }
-        float mx = row_max(row, V);
+        float mx = vmax(row, V);
         float xt = row[tg];
-        float sum = 0.0f;
-        for (int j = 0; j < V; j++) {
-            float e = fexp(row[j] - mx);
-            row[j] = e;
-            sum += e;
-        }
+        float sum = vexp_sum(row, mx, V);
         total += (double)logf(sum) + (double)mx - (double)xt;
         float s = dscale / sum;
         for (int j = 0; j < V; j++) row[j] *= s;

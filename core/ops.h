@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 /* exp(x) for float, vectorisable (Cody-Waite range reduction + degree-7 polynomial, relative
- * error ~2e-7 on [-87, 88]; saturates to 0 / FLT_MAX outside). */
+ * error < 5e-7 on [-87, 88]; clamps its argument to that interval, so it never returns 0 or
+ * inf; NaN stays NaN). */
 float dga_fast_expf(float x);
 
 /* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:].  tok [B,T] must already be valid ids.

@@ -371,11 +371,10 @@ static size_t state_size(int64_t k, int64_t n_capped)
     return sizeof(state_header) + (size_t)k * (5 * 8 + 1) + (size_t)n_capped * 4;
 }
 
-dga_status dga_sampler_state_save(const dga_sampler *s, void **buf, size_t *len)
+size_t dga_sampler_state_size(const dga_sampler *s) { return state_size(s->k, s->n_capped); }
+
+void dga_sampler_state_write(const dga_sampler *s, void *buf)
 {
-    size_t n = state_size(s->k, s->n_capped);
-    unsigned char *b = malloc(n);
-    if (!b) return dga_fail(DGA_ERR_NOMEM, "sampler: out of memory for a %zu-byte state", n);
     state_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, STATE_MAGIC, 8);
@@ -383,7 +382,7 @@ dga_status dga_sampler_state_save(const dga_sampler *s, void **buf, size_t *len)
     h.k = s->k; h.cap = s->cap; h.seed = s->seed; h.n_capped = s->n_capped;
     memcpy(h.rng, s->rng.s, sizeof h.rng);
     memcpy(h.probe, s->probe.s, sizeof h.probe);
-    unsigned char *p = b;
+    unsigned char *p = buf;
     memcpy(p, &h, sizeof h); p += sizeof h;
     size_t k = (size_t)s->k;
     memcpy(p, s->avail, k * 8); p += k * 8;
@@ -393,6 +392,14 @@ dga_status dga_sampler_state_save(const dga_sampler *s, void **buf, size_t *len)
     memcpy(p, s->epochs, k * 8); p += k * 8;
     memcpy(p, s->flags, k); p += k;
     memcpy(p, s->capped, (size_t)s->n_capped * 4);
+}
+
+dga_status dga_sampler_state_save(const dga_sampler *s, void **buf, size_t *len)
+{
+    size_t n = dga_sampler_state_size(s);
+    void *b = malloc(n);
+    if (!b) return dga_fail(DGA_ERR_NOMEM, "sampler: out of memory for a %zu-byte state", n);
+    dga_sampler_state_write(s, b);
     *buf = b;
     *len = n;
     return DGA_OK;

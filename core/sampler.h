@@ -75,6 +75,9 @@ int        dga_sampler_is_capped(const dga_sampler *s, int64_t domain);
  * budget, cap and seed gives the same next draws; anything else is DGA_ERR_FORMAT /
  * DGA_ERR_INVALID with a message. On error the sampler is unchanged. */
 dga_status dga_sampler_state_save(const dga_sampler *s, void **buf, size_t *len);
+/* The same into caller memory: size first, then write exactly that many bytes. */
+size_t     dga_sampler_state_size(const dga_sampler *s);
+void       dga_sampler_state_write(const dga_sampler *s, void *buf);
 dga_status dga_sampler_state_load(dga_sampler *s, const void *buf, size_t len);
 
 /* ---- basis histograms (distribution reweighting) ----

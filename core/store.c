@@ -758,7 +758,7 @@ dga_status dga_store_domain_leaves(const dga_store *s, int level, int64_t d, int
 dga_status dga_store_domain_rows(const dga_store *s, int level, int64_t d, int64_t *first,
                                  int64_t *count)
 {
-    int64_t lf, lc;
+    int64_t lf = 0, lc = 0;
     dga_status st = dga_store_domain_leaves(s, level, d, &lf, &lc);
     if (st != DGA_OK) return st;
     const uint64_t *off = s->leaf_offsets.data;
@@ -772,7 +772,7 @@ dga_status dga_store_domain_sizes(const dga_store *s, int level, int64_t *sizes)
     dga_status st = check_level(s, level);
     if (st != DGA_OK) return st;
     for (int64_t d = 0; d < s->k[level]; d++) {
-        int64_t f;
+        int64_t f = 0;
         dga_store_domain_rows(s, level, d, &f, &sizes[d]);
     }
     return DGA_OK;
@@ -808,7 +808,7 @@ int32_t dga_store_row_source(const dga_store *s, int64_t r)
 
 dga_status dga_store_sequence(const dga_store *s, int level, int64_t d, int64_t i, int32_t *out)
 {
-    int64_t first, count;
+    int64_t first = 0, count = 0;
     dga_status st = dga_store_domain_rows(s, level, d, &first, &count);
     if (st != DGA_OK) return st;
     if (i < 0 || i >= count)
@@ -848,7 +848,7 @@ dga_status dga_store_source_counts(const dga_store *s, int level, int64_t *count
     memset(counts, 0, (size_t)s->k[level] * s->nsources * sizeof *counts);
     const int32_t *src = s->seq_source.data;
     for (int64_t d = 0; d < s->k[level]; d++) {
-        int64_t first, count;
+        int64_t first = 0, count = 0;
         dga_store_domain_rows(s, level, d, &first, &count);
         for (int64_t r = first; r < first + count; r++) counts[d * s->nsources + src[r]]++;
     }

@@ -159,8 +159,16 @@ dga_status dga_store_build(const dga_store_build_opts *o)
 {
     if (!o->corpus || !o->out) return dga_fail(DGA_ERR_INVALID, "store_build: corpus and out are required");
     int seq_len = o->seq_len > 0 ? o->seq_len : 129;
+    if (o->nlevels < 1 || o->nlevels > DGA_STORE_MAX_LEVELS)
+        return dga_fail(DGA_ERR_INVALID, "store_build: %d levels (expected 1..%d)", o->nlevels,
+                        DGA_STORE_MAX_LEVELS);
+    /* Fail on a bad embedder name before minutes of tokenising. */
+    dga_embedder *probe;
+    dga_status st = dga_embedder_new(o->embedder ? o->embedder : "hash384", &probe);
+    if (st != DGA_OK) return st;
+    dga_embedder_free(probe);
     source_list src;
-    dga_status st = list_sources(o->corpus, &src);
+    st = list_sources(o->corpus, &src);
     if (st != DGA_OK) return st;
     dga_bpe *tok = NULL;
     dga_store_builder *b = NULL;

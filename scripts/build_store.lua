@@ -2,7 +2,7 @@
 --
 --   dgalua scripts/build_store.lua CORPUS --out STORE [--levels 64,64] [--seq-len 129]
 --          [--tokenizer tok.json | --vocab 8192] [--max-mb N] [--train-mb N] [--seed S]
---          [--iters N] [--euclidean]
+--          [--iters N] [--embedder hash384|hash1024] [--euclidean]
 --
 -- Each subdirectory of CORPUS is one source (read recursively: .jsonl {"text": ...} and .txt);
 -- --max-mb caps the text read per source, --train-mb the text per source the tokenizer is
@@ -23,6 +23,7 @@ p:option("--max-mb", "Read at most this many MB of text per source (0: all).", "
 p:option("--train-mb", "Train the tokenizer on at most this many MB per source (0: all read).", "0")
 p:option("--seed", "k-means seed.", "1")
 p:option("--iters", "Lloyd iterations per clustering.", "25")
+p:option("--embedder", "Sequence embedder: hash384, or hash1024 (purer domains, 2.7x the cost).", "hash384")
 p:flag("--euclidean", "Plain k-means (mean centroids, Euclidean) instead of spherical.")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
@@ -50,7 +51,7 @@ dga.store_build{
     tokenizer = a.tokenizer, vocab = int_opt(a.vocab, "--vocab", 257),
     max_mb = num_opt(a.max_mb, "--max-mb"), train_mb = num_opt(a.train_mb, "--train-mb"),
     seed = int_opt(a.seed, "--seed", 0), iters = int_opt(a.iters, "--iters", 1),
-    spherical = not a.euclidean, verbose = not a.quiet,
+    spherical = not a.euclidean, embedder = a.embedder, verbose = not a.quiet,
 }
 
 local s = dga.store_open(a.out)

@@ -39,7 +39,7 @@ if st.skipped > 0 then
     for _, m in ipairs(st.messages) do io.stderr:write("  ", m, "\n") end
 end
 dga.shard_write(a.out, ids, tok:vocab_size())
-local _, info = dga.shard_read(a.out)
+local n = #ids
 print(string.format("%s: %d documents, %.2f MB of text -> %d tokens (%.2f bytes/token), uint%d, %.1f s CPU",
-                    a.out, st.docs, st.bytes / 1e6, info.n_tokens, st.bytes / math.max(info.n_tokens, 1),
-                    info.token_bytes * 8, secs))
+                    a.out, st.docs, st.bytes / 1e6, n, st.bytes / math.max(n, 1),
+                    tok:vocab_size() <= 65536 and 16 or 32, secs))

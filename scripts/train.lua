@@ -62,8 +62,10 @@ if opt.log then
     log:write("step,loss,grad_norm,lr\n")
 end
 
-io.stderr:write(string.format("train: %s, %d tokens, vocab %d; %s; batch %d x %d\n", opt.data,
-                              tokens:numel(), vocab, tostring(model), opt.batch, T))
+if not opt.quiet then
+    io.stderr:write(string.format("train: %s, %d tokens, vocab %d; %s; batch %d x %d\n", opt.data,
+                                  tokens:numel(), vocab, tostring(model), opt.batch, T))
+end
 local prog = not opt.quiet and progress.new{total = opt.steps, label = "train", every = opt.every}
 if prog then prog:start(0) end
 

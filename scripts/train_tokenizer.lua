@@ -26,25 +26,32 @@ local function log(fmt, ...)
     if not a.quiet then io.stderr:write(string.format(fmt, ...), "\n") end
 end
 
--- The domains: top-level subdirectories (sorted), else the path itself.
+-- The domains: the top-level subdirectories holding text files (sorted), plus the top level
+-- itself when files sit there directly; a single file is one domain.
 local function domains_of(path)
-    local list = {}
-    local pipe = io.popen("find '" .. path:gsub("'", "'\\''") .. "' -mindepth 1 -maxdepth 1 -type d ! -name '.*' 2>/dev/null | LC_ALL=C sort")
-    if pipe then
-        for line in pipe:lines() do list[#list + 1] = line end
-        pipe:close()
+    local root = path:gsub("/+$", "")
+    local list, seen = {}, {}
+    for _, f in ipairs(dga.text_files(path)) do
+        local rest = f:sub(#root + 2)
+        local first = rest:match("^([^/]+)/")
+        local d = first and (root .. "/" .. first) or nil
+        if not d then d = (f == path) and f or root end
+        if not seen[d] then seen[d] = true; list[#list + 1] = d end
     end
-    if #list == 0 then list[1] = path end
     return list
 end
 
-local domains = domains_of(a.corpus)
+local domains = domains_of(a.corpus)   -- raises a clear error for a missing path
+if #domains == 0 then
+    io.stderr:write("error: no .jsonl or .txt files under " .. a.corpus .. "\n")
+    os.exit(1)
+end
 local budget = sample_mb > 0 and math.floor(sample_mb * 1e6 / #domains) or math.huge
 local texts, total = {}, 0
 local skipped, messages = 0, {}
 for _, dir in ipairs(domains) do
     local got, docs = 0, 0
-    local reader = dga.read_jsonl(dir)   -- raises a clear error for a missing path
+    local reader = dga.read_jsonl(dir)
     for text in reader do
         if got >= budget then break end
         if got + #text > budget then text = text:sub(1, budget - got) end   -- keep the cap exact

@@ -403,10 +403,11 @@ function M.new(cfg, opts)
 
     -- basis sets (per-basis held-out losses; histograms for distribution mode)
     self.basis = cfg.basis or {}
+    self.basis_eval = {}
     for j, b in ipairs(self.basis) do
         if b.heldout then
             check_seqs(b.heldout, "basis[" .. j .. "].heldout", L)
-            b.heldout_eval = head(b.heldout, cfg.eval_max)
+            self.basis_eval[j] = head(b.heldout, cfg.eval_max)
         end
     end
 
@@ -675,8 +676,9 @@ function Run:evaluate()
     local out = {specific = eval_seqs(self.model, self.spec_heldout, b)}
     if self.generic_heldout then out.generic = eval_seqs(self.model, self.generic_heldout, b) end
     out.basis = {}
-    for j, bs in ipairs(self.basis) do
-        if bs.heldout_eval then out.basis[j] = eval_seqs(self.model, bs.heldout_eval, b) end
+    for j in ipairs(self.basis) do
+        local seqs = self.basis_eval[j]
+        if seqs then out.basis[j] = eval_seqs(self.model, seqs, b) end
     end
     return out
 end

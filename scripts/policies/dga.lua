@@ -104,7 +104,8 @@ function M:apply(ctx, r)
     end
     local eta, mean_abs, sd = M.step_size(o, a, self.uniform)
     self.alpha = M.mirror_step(self.alpha, a, eta, o.floor, self.uniform)
-    self.ema = self.ema:scale(1 - o.beta):add_(self.alpha:scale(o.beta))
+    -- renormalised so float32 rounding cannot drift the sum over thousands of updates
+    self.ema = self.ema:scale(1 - o.beta):add_(self.alpha:scale(o.beta)):normalize_()
     if ctx.log then
         ctx.log{g_spe_sq = r.target_norm * r.target_norm, mean_abs_a = mean_abs, std_a = sd,
                 eta = eta, max_weight = self.alpha:max(), entropy = entropy(self.alpha)}

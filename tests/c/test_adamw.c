@@ -54,6 +54,36 @@ static void test_hand_steps(void **state)
     dga_adamw_free(NULL);
 }
 
+/* A long vector (vectorised path) with decay ranges cut at odd places, against the update
+ * written out per element in double. */
+static void test_long_vector(void **state)
+{
+    (void)state;
+    enum { N = 1003 };
+    static float p[N], g[N];
+    static double pd[N], md[N], vd[N];
+    const size_t ranges[2][2] = {{5, 400}, {517, 1001}};
+    dga_adamw_config c = dga_adamw_defaults();
+    dga_adamw *opt = NULL;
+    assert_int_equal(dga_adamw_create(N, &c, ranges, 2, &opt), DGA_OK);
+    for (int i = 0; i < N; i++) pd[i] = p[i] = (float)sin(i * 0.37) * 0.5f;
+    for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < N; i++) g[i] = (float)cos(i * 0.11 + t) * (float)(1 + i % 7);
+        assert_int_equal(dga_adamw_step(opt, p, g, 0.01f), DGA_OK);
+        double bc1 = 1 - pow(0.9, t), bc2 = 1 - pow(0.95, t);
+        for (int i = 0; i < N; i++) {
+            int dec = (i >= 5 && i < 400) || (i >= 517 && i < 1001);
+            if (dec) pd[i] *= 1 - 0.01 * 0.1;
+            md[i] = 0.9 * md[i] + 0.1 * g[i];
+            vd[i] = 0.95 * vd[i] + 0.05 * (double)g[i] * g[i];
+            pd[i] -= 0.01 / bc1 * md[i] / (sqrt(vd[i]) / sqrt(bc2) + 1e-8);
+            if (fabs(p[i] - pd[i]) > 1e-6)
+                fail_msg("step %d element %d: %.9f, expected %.9f", t, i, p[i], pd[i]);
+        }
+    }
+    dga_adamw_free(opt);
+}
+
 static void test_ranges(void **state)
 {
     (void)state;
@@ -149,6 +179,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_steps),
+        cmocka_unit_test(test_long_vector),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_clip),

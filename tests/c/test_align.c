@@ -99,7 +99,7 @@ static void test_matches_separate_gradients(void **state)
     }
     assert_memory_equal(dga_align_ws_target_grad(ws), gt, np * sizeof(float));
 
-    dga_align_opts cos = {.normalize = DGA_ALIGN_COSINE}, mn = {.normalize = DGA_ALIGN_MEAN_NORM, .lr = 0.01};
+    dga_align_opts cos = {.normalize = DGA_ALIGN_COSINE}, mn = {.normalize = DGA_ALIGN_MEAN_NORM, .use_lr = 1, .lr = 0.01};
     assert_int_equal(dga_align(m, ws, &tb, db, K, &cos, &res), DGA_OK);
     for (int i = 0; i < K; i++) {
         double c = expect[i] / (norms[i] * res.target_norm);
@@ -218,7 +218,7 @@ static void test_fd_matches_exact(void **state)
     double ae[K], le[K], ge[K], af[K], lf[K], gf[K];
     dga_align_result exact = {.align = ae, .loss = le, .grad_norm = ge};
     dga_align_result fd = {.align = af, .loss = lf, .grad_norm = gf};
-    dga_align_opts oe = {DGA_ALIGN_NONE, 0, DGA_ALIGN_EXACT, 0}, of = {DGA_ALIGN_NONE, 0, DGA_ALIGN_FD, 0};
+    dga_align_opts oe = {.method = DGA_ALIGN_EXACT}, of = {.method = DGA_ALIGN_FD};
     float *before = malloc(np * sizeof *before);
     memcpy(before, dga_gpt_params(m), np * sizeof *before);
     assert_int_equal(dga_align(m, ws, &tb, db, K, &oe, &exact), DGA_OK);
@@ -232,7 +232,7 @@ static void test_fd_matches_exact(void **state)
         assert_true(fabs(lf[i] - le[i]) <= 1e-4 * le[i]);
         assert_true(isnan(gf[i]));
     }
-    dga_align_opts bad = {DGA_ALIGN_COSINE, 0, DGA_ALIGN_FD, 0};
+    dga_align_opts bad = {.normalize = DGA_ALIGN_COSINE, .method = DGA_ALIGN_FD};
     assert_int_equal(dga_align(m, ws, &tb, db, K, &bad, &fd), DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "fd"));
     free(before);

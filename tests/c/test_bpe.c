@@ -102,6 +102,24 @@ static void test_split_spaces_and_utf8(void **state)
     assert_int_equal(total, strlen(s));
 }
 
+static void test_split_unicode_classes(void **state)
+{
+    (void)state;
+    /* Unicode punctuation, no-break spaces and number characters are classed as
+     * Hugging Face's GPT-2 regex classes them (\p{L}, \p{N}, \s, other); bytes that are not
+     * UTF-8 count as letters. */
+    const char *s = "it\xe2\x80\x99s x\xc2\xa0\xc2\xa0y \xc2\xbd \xe2\x82\xac" "5 \xff\xfe" "ab"
+                    " \xe6\x97\xa5\xe6\x9c\xac\xe3\x80\x82";
+    chunk_list l = {0};
+    dga_bpe_split(s, strlen(s), collect, &l);
+    const char *want[] = {"it", "\xe2\x80\x99", "s", " x", "\xc2\xa0", "\xc2\xa0", "y",
+                          " \xc2\xbd", " \xe2\x82\xac", "5", " \xff\xfe\x61\x62",
+                          " \xe6\x97\xa5\xe6\x9c\xac", "\xe3\x80\x82"};
+    size_t nw = sizeof want / sizeof want[0];
+    assert_int_equal(l.n, nw);
+    for (size_t i = 0; i < nw; i++) assert_string_equal(l.chunks[i], want[i]);
+}
+
 /* ---------- training ---------- */
 
 static void test_train_first_merges_by_hand(void **state)
@@ -517,6 +535,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_gpt2_style),
         cmocka_unit_test(test_split_spaces_and_utf8),
+        cmocka_unit_test(test_split_unicode_classes),
         cmocka_unit_test(test_train_first_merges_by_hand),
         cmocka_unit_test(test_train_matches_naive_reference),
         cmocka_unit_test(test_train_rejects_bad_vocab),

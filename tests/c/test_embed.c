@@ -37,6 +37,14 @@ static void unknown_name_is_an_error(void **state)
     assert_int_equal(dga_embedder_new("bert", &e), DGA_ERR_INVALID);
     assert_null(e);
     assert_non_null(strstr(dga_last_error(), "unknown embedder 'bert'"));
+    assert_int_equal(dga_embedder_new("hash1024", &e), DGA_OK);
+    assert_int_equal(e->dim, 1024);
+    float x[1024];
+    assert_int_equal(e->embed(e, "some words here", 15, x), DGA_OK);
+    double s = 0;
+    for (int i = 0; i < 1024; i++) s += (double)x[i] * x[i];
+    assert_float_equal(s, 1.0, 1e-5);
+    dga_embedder_free(e);
 }
 
 static void deterministic_and_normalised(void **state)
@@ -79,6 +87,11 @@ static void word_rules(void **state)
     assert_int_equal(e->embed(e, "caf\xc3\xa9", 5, x), DGA_OK);
     assert_int_equal(e->embed(e, "caf", 3, y), DGA_OK);
     assert_true(dot(x, y) < 0.999);
+    /* Curly quotes, dashes and a no-break space separate words like ASCII punctuation. */
+    const char *fancy = "\xe2\x80\x9cHello\xe2\x80\x9d\xc2\xa0world\xe2\x80\x94";
+    assert_int_equal(e->embed(e, fancy, strlen(fancy), x), DGA_OK);
+    assert_int_equal(e->embed(e, "hello world", 11, y), DGA_OK);
+    assert_memory_equal(x, y, sizeof x);
     /* No words: zero vector. */
     assert_int_equal(e->embed(e, " ,.;! ", 6, x), DGA_OK);
     for (int i = 0; i < D; i++) assert_true(x[i] == 0.0f);

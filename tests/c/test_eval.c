@@ -164,8 +164,30 @@ static const dga_mmlu_question qs[3] = {
      .choices = {"Sun", "Vega", "Rigel", "Deneb"}, .answer = 2},
 };
 
-/* Scores the three questions directly: render, append " X", byte tokens, token by token. */
-static void direct_mmlu(dga_gpt *m, int shots, double ll[12], dga_mmlu_result *res)
+/* Like byte_encode, but " A".." D" are one token each (ids 1..4, unused control bytes), as
+ * GPT-2 style BPE makes them: the scorer then takes its one-forward-per-question path. */
+static dga_status letter_encode(void *ud, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    (void)ud;
+    *ids = malloc((len ? len : 1) * sizeof **ids);
+    if (!*ids) return dga_fail(DGA_ERR_NOMEM, "oom");
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ' && i + 1 < len && text[i + 1] >= 'A' && text[i + 1] <= 'D') {
+            (*ids)[k++] = 1 + (text[i + 1] - 'A');
+            i++;
+        } else {
+            (*ids)[k++] = (unsigned char)text[i];
+        }
+    }
+    *n = k;
+    return DGA_OK;
+}
+
+/* Scores the three questions directly: render, append " X", tokenize both, continuation =
+ * the extra tokens, each predicted token by token. */
+static void direct_mmlu(dga_gpt *m, dga_encode_fn encode, int shots, double ll[12],
+                        dga_mmlu_result *res)
 {
     size_t correct = 0;
     double loss = 0;
@@ -176,19 +198,26 @@ static void direct_mmlu(dga_gpt *m, int shots, double ll[12], dga_mmlu_result *r
             if (strcmp(dev[d].subject, qs[i].subject) == 0) picked[got++] = dev[d];
         char *ctx = NULL;
         assert_int_equal(dga_mmlu_render(&qs[i], picked, shots, 0, &ctx), DGA_OK);
-        size_t n = strlen(ctx);
-        int32_t *tok = malloc((n + 2) * sizeof *tok);
-        for (size_t j = 0; j < n; j++) tok[j] = (unsigned char)ctx[j];
-        tok[n] = ' ';
-        int best = 0;
+        size_t n = strlen(ctx), n_ctx_ids, n_ids;
+        int32_t *ids;
+        assert_int_equal(encode(NULL, ctx, n, &ids, &n_ctx_ids), DGA_OK);
+        free(ids);
+        char *whole = malloc(n + 3);
+        memcpy(whole, ctx, n);
+        whole[n] = ' ';
+        int best = 0, n_cont = 0;
         for (int c = 0; c < 4; c++) {
-            tok[n + 1] = 'A' + c;
-            ll[4 * i + c] = direct_loglik(m, tok, (int)n + 2, 2);
+            whole[n + 1] = (char)('A' + c);
+            assert_int_equal(encode(NULL, whole, n + 2, &ids, &n_ids), DGA_OK);
+            int nc = (int)(n_ids - n_ctx_ids);
+            if (c == qs[i].answer) n_cont = nc;
+            ll[4 * i + c] = direct_loglik(m, ids, (int)n_ids, nc);
             if (ll[4 * i + c] > ll[4 * i + best]) best = c;
+            free(ids);
         }
         correct += best == qs[i].answer;
-        loss += -ll[4 * i + qs[i].answer] / 2;
-        free(tok);
+        loss += -ll[4 * i + qs[i].answer] / n_cont;
+        free(whole);
         free(ctx);
     }
     res->accuracy = correct / 3.0;
@@ -199,24 +228,28 @@ static void direct_mmlu(dga_gpt *m, int shots, double ll[12], dga_mmlu_result *r
 static void test_mmlu_scorer_matches_direct(void **state)
 {
     (void)state;
-    /* prompts are 110-190 bytes: n_ctx 48 truncates them from the left, 256 holds them */
+    /* prompts are 110-190 bytes: n_ctx 48 truncates them from the left, 256 holds them;
+     * byte tokens give 2-token continuations (batched rows), letter tokens 1-token ones
+     * (one forward per question) */
     const int n_ctx[2] = {48, 256};
+    const dga_encode_fn encoders[2] = {byte_encode, letter_encode};
     for (int k = 0; k < 2; k++) {
         dga_gpt *m = small_model(256, n_ctx[k], 5);
-        for (int shots = 0; shots <= 1; shots++) {
-            double want[12], got[12];
-            dga_mmlu_result rw, rg;
-            direct_mmlu(m, shots, want, &rw);
-            for (int batch = 3; batch <= 5; batch += 2) {
-                assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, shots, batch,
-                                               &rg, got),
-                                 DGA_OK);
-                for (int i = 0; i < 12; i++) assert_float_equal(got[i], want[i], 1e-4);
-                assert_int_equal(rg.n, 3);
-                assert_float_equal(rg.accuracy, rw.accuracy, 1e-12);
-                assert_float_equal(rg.answer_loss, rw.answer_loss, 1e-4);
+        for (int e = 0; e < 2; e++)
+            for (int shots = 0; shots <= 1; shots++) {
+                double want[12], got[12];
+                dga_mmlu_result rw, rg;
+                direct_mmlu(m, encoders[e], shots, want, &rw);
+                for (int batch = 3; batch <= 5; batch += 2) {
+                    assert_int_equal(dga_eval_mmlu(m, encoders[e], NULL, qs, 3, dev, 3, shots,
+                                                   batch, &rg, got),
+                                     DGA_OK);
+                    for (int i = 0; i < 12; i++) assert_float_equal(got[i], want[i], 1e-4);
+                    assert_int_equal(rg.n, 3);
+                    assert_float_equal(rg.accuracy, rw.accuracy, 1e-12);
+                    assert_float_equal(rg.answer_loss, rw.answer_loss, 1e-4);
+                }
             }
-        }
         if (k == 1) {   /* the 1-shot contexts differ from the 0-shot ones, so do the scores */
             double ll0[12], ll1[12];
             dga_mmlu_result r;

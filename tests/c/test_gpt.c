@@ -419,6 +419,15 @@ static void test_eval_and_logits(void **state)
         total += cnt[b];
     }
     assert_true(fabs(sum / total - loss) < 1e-5 * loss);
+    /* a sequence with every target ignored scores nothing; the others are unchanged */
+    int32_t tg2[B * T];
+    memcpy(tg2, tg, sizeof tg2);
+    for (int t = 0; t < T; t++) tg2[T + t] = DGA_IGNORE;
+    double nll2[3];
+    int cnt2[3];
+    assert_int_equal(dga_gpt_eval(m, in, tg2, B, T, nll2, cnt2), DGA_OK);
+    assert_true(nll2[1] == 0.0 && cnt2[1] == 0);
+    assert_true(fabs(nll2[0] - nll[0]) < 1e-9 * nll[0] && cnt2[2] == cnt[2]);
     /* next_logits on a prefix of sequence 1 predicts what eval scores at that position */
     const int n = 11, V = c.vocab_size;
     float lg[50];

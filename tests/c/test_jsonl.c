@@ -51,7 +51,7 @@ static int setup(void **state)
         "{\"text\": \"last, no newline\"}";                /* 9 good */
     write_bytes("a.jsonl", a, sizeof a - 1);
     write_text("b_sub/c.txt", "a plain text file\nwith two lines\n");
-    write_text("b_sub/d.jsonl", "{\"text\": \"in the subdir\"}\n");
+    write_text("b_sub/d.jsonl", "\xEF\xBB\xBF{\"text\": \"in the subdir\"}\n");   /* with a BOM */
     write_text("b_sub/ignored.csv", "x,y\n");
     write_text(".hidden/e.jsonl", "{\"text\": \"hidden\"}\n");
     write_bytes("bad.txt", "caf\xc3", 4);   /* truncated UTF-8 sequence */

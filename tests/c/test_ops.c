@@ -271,7 +271,7 @@ static double att_J(void *p)
 {
     struct att *a = p;
     const int C = a->C, T = a->T, hs = C / a->NH;
-    double s[64];
+    double s[128];
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->NH; h++)
             for (int i = 0; i < T; i++) {
@@ -294,38 +294,47 @@ static double att_J(void *p)
     return dot_d(a->y, a->R, (size_t)a->B * T * C);
 }
 
-static void test_attention(void **state)
+static void check_attention(int B, int T, int C, int NH)
 {
-    (void)state;
-    enum { B = 2, T = 7, C = 15, NH = 3 }; /* T and head size 5: multiples of nothing */
-    float qkv[B * T * 3 * C], y[B * T * C], R[B * T * C], att[B * NH * T * T];
-    fill(qkv, NULL, B * T * 3 * C, 1.5);
-    fill(R, NULL, B * T * C, 1);
+    const size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = malloc(nq * sizeof *qkv), *y = malloc(ny * sizeof *y), *R = malloc(ny * sizeof *R);
+    float *att = malloc(na * sizeof *att), *dqkv = malloc(nq * sizeof *dqkv);
+    float *datt = malloc((size_t)T * T * sizeof *datt), *y2 = malloc(ny * sizeof *y2);
+    float *scratch = malloc((size_t)T * T * sizeof *scratch);
+    double *yd = malloc(ny * sizeof *yd);
+    fill(qkv, NULL, nq, 1.5);
+    fill(R, NULL, ny, 1);
     dga_op_attention_fwd(y, att, (size_t)T * T, qkv, B, T, C, NH);
     /* probabilities: causal rows summing to 1 */
-    for (int r = 0; r < B * NH * T; r++) {
-        int i = r % T;
+    for (size_t r = 0; r < (size_t)B * NH * T; r++) {
+        int i = (int)(r % T);
         double s = 0;
         for (int j = 0; j < T; j++) {
-            float p = att[(size_t)r * T + j];
+            float p = att[r * T + j];
             if (j > i) assert_true(p == 0.0f);
             s += p;
         }
-        assert_true(fabs(s - 1) < 1e-6);
+        assert_true(fabs(s - 1) < 1e-5);
     }
-    float dqkv[B * T * 3 * C], datt[T * T];
-    for (int i = 0; i < B * T * 3 * C; i++) dqkv[i] = 99.0f; /* overwritten */
+    for (size_t i = 0; i < nq; i++) dqkv[i] = 99.0f; /* overwritten */
+    for (int i = 0; i < T * T; i++) datt[i] = 99.0f;  /* scratch: garbage must not leak */
     dga_op_attention_bwd(dqkv, datt, R, qkv, att, B, T, C, NH);
-    double yd[B * T * C];
-    struct att a = {B, T, C, NH, dup_d(qkv, B * T * 3 * C), yd, R};
+    struct att a = {B, T, C, NH, dup_d(qkv, nq), yd, R};
     att_J(&a);
-    close_to("attention", y, yd, B * T * C, 1e-5);
-    fd_check("attention dqkv", a.qkv, B * T * 3 * C, dqkv, 0, att_J, &a);
+    close_to("attention", y, yd, ny, 1e-5);
+    fd_check("attention dqkv", a.qkv, nq, dqkv, 0, att_J, &a);
     /* inference mode: one reused [T,T] scratch gives the same output */
-    float y2[B * T * C], scratch[T * T];
     dga_op_attention_fwd(y2, scratch, 0, qkv, B, T, C, NH);
-    assert_memory_equal(y, y2, sizeof y);
-    free(a.qkv);
+    assert_memory_equal(y, y2, ny * sizeof *y);
+    free(a.qkv), free(qkv), free(y), free(R), free(att), free(dqkv), free(datt), free(y2);
+    free(scratch), free(yd);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    check_attention(2, 7, 15, 3);  /* T and head size 5: multiples of nothing */
+    check_attention(1, 67, 6, 2);  /* T across the causal blocking (blocks of 64 rows) */
 }
 
 /* ---------------------------------------------------------------- gelu, residual */

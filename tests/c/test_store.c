@@ -220,6 +220,28 @@ static void histogram_puts_mass_on_the_source_domain(void **state)
     dga_store_close(s);
 }
 
+static int same_file(const char *a, const char *b)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    return system(cmd) == 0;
+}
+
+/* The same corpus and options give the same store, byte for byte. */
+static void rebuild_is_identical(void **state)
+{
+    char dir[400], a[500], b[500];
+    snprintf(dir, sizeof dir, "%s/twin", root);
+    build(dir, 2, 3);
+    const char *files[] = {"tokens.npy", "leaf_offsets.npy", "level1_ranges.npy",
+                           "level2_centroids.npy", "seq_doc.npy", "idf.npy", "manifest.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(a, sizeof a, "%s/%s", store_dir, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        if (!same_file(a, b)) fail_msg("%s differs between two identical builds", files[i]);
+    }
+}
+
 static void copy_store(const char *from, const char *to)
 {
     char cmd[2048];
@@ -327,6 +349,7 @@ int main(void)
         cmocka_unit_test(sources_split_into_coarse_domains),
         cmocka_unit_test(gather_shifts_by_one),
         cmocka_unit_test(histogram_puts_mass_on_the_source_domain),
+        cmocka_unit_test(rebuild_is_identical),
         cmocka_unit_test(damaged_stores_are_clear_errors),
         cmocka_unit_test(replaces_only_stores),
     };

@@ -90,6 +90,14 @@ describe("dgalua", function()
             assert.are.equal(tmp("args.lua") .. "\ta\tb c\t2\t2\ta\tb c\ntrue\ttable\ttrue\n", out)
         end)
 
+        it("runs -e and -l before the script, in order, and honours --", function()
+            write(tmp("order.lua"), "print(x, type(sched.make), arg[-1], arg[-2], arg[-3], arg[1])\n")
+            local code, out, err = dgalua("-e 'x = 7' -l sched=dgalib.schedule -- " ..
+                                          shell_quote(tmp("order.lua")) .. " -v")
+            assert.are.equal(0, code, err)
+            assert.are.equal("7\tfunction\t--\tsched=dgalib.schedule\t-l\t-v\n", out)
+        end)
+
         it("runs a statement piped into stdin, and '-'", function()
             local code, out = run("printf 'print(6*7)\\n' | " .. shell_quote(DGALUA))
             assert.are.equal(0, code)
@@ -268,5 +276,92 @@ describe("dgalua", function()
             assert.are.equal(1, code)
             contains(err, "not a token id")
         end)
+    end)
+end)
+
+describe("dgalib helpers", function()
+    local schedule = require "dgalib.schedule"
+    local progress = require "dgalib.progress"
+    local windows = require "dgalib.windows"
+    local args = require "dgalib.args"
+
+    local function near(a, b) return math.abs(a - b) <= 1e-12 * math.max(1, math.abs(b)) end
+
+    it("schedule: linear warmup, cosine to min_lr, clamped after total", function()
+        local lr = schedule.make{lr = 1e-3, warmup = 10, total = 110, min_lr = 1e-4}
+        assert.is_true(near(lr(1), 1e-4))
+        assert.is_true(near(lr(5), 5e-4))
+        assert.is_true(near(lr(10), 1e-3))
+        assert.is_true(near(lr(60), 1e-4 + 0.5 * 9e-4))     -- half way: the cosine's midpoint
+        assert.is_true(near(lr(110), 1e-4))
+        assert.is_true(near(lr(500), 1e-4))
+        for s = 11, 110 do assert.is_true(lr(s) <= lr(s - 1) + 1e-18) end
+        local lin = schedule.make{kind = "linear", lr = 1, warmup = 0, total = 12, min_lr = 0}
+        assert.is_true(near(lin(6), 0.5))
+        local const = schedule.make{kind = "constant", lr = 0.5, warmup = 4}
+        assert.is_true(near(const(2), 0.25))
+        assert.are.equal(0.5, const(1000))
+        assert.has_error(function() schedule.make{kind = "step", lr = 1, total = 2} end)
+        assert.has_error(function() schedule.make{lr = 1} end)            -- no total
+        assert.has_error(function() schedule.make{lr = 1, total = 5, min_lr = 2} end)
+        assert.has_error(function() schedule.make{lr = 0 / 0, total = 5} end)
+    end)
+
+    it("progress: one line per update with step, loss, lr, extras and ETA", function()
+        local lines = {}
+        local out = {write = function(self, ...) for _, s in ipairs{...} do lines[#lines + 1] = s end end,
+                     flush = function() end}
+        local p = progress.new{total = 4, label = "run", out = out, overwrite = false, every = 2}
+        p:start(0)
+        for step = 1, 4 do p:update(step, {loss = 2.5, lr = 1e-3, tokens = 64, spe = 3.25}) end
+        p:finish()
+        local text = table.concat(lines)
+        local got = {}
+        for l in text:gmatch("[^\n]+") do got[#got + 1] = l end
+        assert.are.equal(2, #got)                          -- steps 2 and 4 (every = 2)
+        assert.truthy(got[1]:match("^run step 2/4 | loss 2%.5000 | lr 1%.00e%-03 | spe 3%.25 | "))
+        assert.truthy(got[2]:find("ETA", 1, true))
+        assert.are.equal("1:02:03", progress.format_duration(3723))
+        assert.are.equal("2:05", progress.format_duration(125))
+        assert.are.equal("12.3k", progress.format_rate(12345))
+        assert.are.equal("4.20M", progress.format_rate(4.2e6))
+    end)
+
+    it("windows: random windows lie inside the shard, sequential ones tile it", function()
+        local tokens = dga.arange(50)                      -- token i-1 at index i
+        local x, y = windows.random(tokens, 6, 8, dga.rng(3))
+        assert.are.same({6, 8}, x:shape())
+        for b = 1, 6 do
+            local s = x:at(b, 1)
+            assert.is_true(s >= 0 and s + 8 <= 49)
+            for t = 1, 8 do
+                assert.are.equal(s + t - 1, x:at(b, t))
+                assert.are.equal(s + t, y:at(b, t))
+            end
+        end
+        local x2 = windows.random(tokens, 6, 8, dga.rng(3))
+        assert.are.equal(0, (x - x2):norm())
+        assert.are.equal(6, windows.count(tokens, 8))      -- (50 - 1) // 8
+        local sx, sy = windows.sequential(tokens, 8, 2, 3)
+        assert.are.equal(8, sx:at(1, 1))
+        assert.are.equal(9, sy:at(1, 1))
+        assert.are.equal(31, sx:at(3, 8))
+        assert.are.equal(32, sy:at(3, 8))
+        assert.has_error(function() windows.sequential(tokens, 8, 5, 3) end)
+        assert.has_error(function() windows.random(dga.arange(5), 1, 8, dga.rng(1)) end)
+    end)
+
+    it("args: integer, number and token-id converters", function()
+        assert.are.equal(5, args.int(1)("5"))
+        assert.is_nil(args.int(1)("0"))
+        assert.is_nil(args.int()("1.5"))
+        assert.are.equal(0.5, args.number(0)("0.5"))
+        assert.is_nil(args.number(0)("nan"))
+        assert.is_nil(args.number(0)("-1"))
+        assert.are.same({1, 2, 3}, args.ids("1 2,3"))
+        assert.is_nil(args.ids("1 x"))
+        assert.is_nil(args.ids(""))
+        assert.are.equal(32, args.shard_vocab{vocab_size = 32})
+        assert.is_nil(args.shard_vocab{vocab_size = 0})
     end)
 end)

@@ -177,6 +177,9 @@ describe("dga.align", function()
             assert.is_true(math.abs(r.loss[d] - l) < 1e-5)
             assert.is_true(math.abs(r.grad_norm[d] - g:norm()) < 1e-4 * g:norm())
         end
+        local z = dga.align(model, tx, ty, batches, {lr = 0})   -- lr scaling at lr = 0 (schedule end)
+        assert.are.equal(0, z.lr)
+        for d = 1, 3 do assert.are.equal(0, z.align[d]) end
         local c = dga.align(model, tx, ty, batches, {normalize = "cosine", lr = 0.5})
         assert.are.equal("cosine", c.normalize)
         assert.are.equal(0.5, c.lr)

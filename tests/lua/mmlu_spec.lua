@@ -182,6 +182,14 @@ describe("dga.mmlu_score", function()
                 loss = loss - lls[ans] / 2
             end
             assert.are.equal(correct, r.correct)
+            local sum = 0
+            for subject, st in pairs(r.by_subject) do
+                assert.is_true(subject == "astronomy" or subject == "virology")
+                assert.are.equal(st.correct / st.n, st.accuracy)
+                sum = sum + st.correct
+            end
+            assert.are.equal(2, r.by_subject.astronomy.n)
+            assert.are.equal(correct, sum)
             assert.is_true(math.abs(r.accuracy - correct / 3) < 1e-12)
             assert.is_true(math.abs(r.answer_loss - loss / 3) < 1e-3)
         end
@@ -210,10 +218,33 @@ describe("dga.mmlu_score", function()
                           vocab = tok:vocab_size(), batch = 8, seed = 1}
         local few = {}
         for i = 1, 10 do few[i] = mm:split("val")[i] end
+        m:set_params(m:params():scale(5))
         local r = dga.mmlu_score(m, tok, few, {shots = 5, dev = mm})
         assert.are.equal(10, r.n)
         assert.is_true(r.accuracy >= 0 and r.accuracy <= 1)
         assert.is_true(r.answer_loss > 0)
+        -- the harness rule by hand for three questions: continuation = the tokens of
+        -- context .. " X" after those of the context; keep the last context+1 tokens
+        for i = 1, 3 do
+            local shots = {}
+            for _, d in ipairs(dev_q) do
+                if d.subject == few[i].subject and #shots < 5 then shots[#shots + 1] = d end
+            end
+            local ctx = dga.mmlu_render(few[i], {shots = shots})
+            local n_ctx = #tok:encode(ctx)
+            for c, letter in ipairs({"A", "B", "C", "D"}) do
+                local whole = tok:encode(ctx .. " " .. letter):totable()
+                assert.is_true(#whole > n_ctx)
+                local start = math.max(1, #whole - 128)
+                local ll = 0
+                for p = n_ctx + 1, #whole do
+                    local window = {}
+                    for j = start, p - 1 do window[#window + 1] = whole[j] end
+                    ll = ll + log_softmax(m:logits(window), whole[p])
+                end
+                assert.is_true(math.abs(ll - r.loglik:at(i, c)) < 1e-3)
+            end
+        end
     end)
 end)
 

@@ -238,6 +238,10 @@ describe("dga.gpt", function()
         raises("unknown field 'temp'", function() return m:generate({1}, 3, {temp = 1}) end)
         raises("field 'temperature'", function() return m:generate({1}, 3, {temperature = -1}) end)
         raises("expected 0..1000000 new tokens", function() return m:generate({1}, -1) end)
+        local p = m:params()
+        p:fill_(1e30)                                        -- overflows to inf in the logits
+        m:set_params(p)
+        raises("non-finite logits at new token 1", function() return m:generate({1}, 2) end)
     end)
 
     it("rejects non-finite and mis-shaped parameter values", function()

@@ -1,0 +1,70 @@
+/* Hierarchical spherical k-means on synthetic embeddings: n points in d = 384 dimensions
+ * (L2-normalised mixtures of 512 random directions plus noise, like text embeddings), levels
+ * 64 x 64 x 64 by default. Prints wall time per run and the domain counts per level.
+ *   bench_kmeans [n=300000] [levels=64,64,64] [iters=25] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kmeans.h"
+#include "rng.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    int64_t n = argc > 1 ? atoll(argv[1]) : 300000;
+    int levels[DGA_HKMEANS_MAX_LEVELS] = {64, 64, 64}, nlevels = 3;
+    if (argc > 2) {
+        nlevels = 0;
+        for (char *p = strtok(argv[2], ","); p && nlevels < DGA_HKMEANS_MAX_LEVELS; p = strtok(NULL, ","))
+            levels[nlevels++] = atoi(p);
+    }
+    int iters = argc > 3 ? atoi(argv[3]) : 25;
+    const int d = 384, topics = 512;
+    dga_rng r;
+    dga_rng_seed(&r, 1);
+    float *dir = malloc((size_t)topics * d * sizeof *dir);
+    float *x = malloc((size_t)n * d * sizeof *x);
+    if (!dir || !x) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < topics * d; i++) dir[i] = (float)dga_rng_normal(&r);
+    for (int64_t i = 0; i < n; i++) {
+        int a = (int)dga_rng_below(&r, topics), b = (int)dga_rng_below(&r, topics);
+        double w = dga_rng_uniform(&r), s = 0;
+        float *xi = x + i * d;
+        for (int t = 0; t < d; t++) {
+            xi[t] = (float)(w * dir[a * d + t] + (1 - w) * dir[b * d + t] + 0.5 * dga_rng_normal(&r));
+            s += (double)xi[t] * xi[t];
+        }
+        for (int t = 0; t < d; t++) xi[t] /= (float)sqrt(s);
+    }
+    printf("bench_kmeans: n = %lld, d = %d, levels =", (long long)n, d);
+    for (int l = 0; l < nlevels; l++) printf(" %d", levels[l]);
+    printf(", iters = %d\n", iters);
+    dga_kmeans_opts o = {.iters = iters, .seed = 1, .spherical = 1, .verbose = 1};
+    dga_hkmeans h;
+    double t0 = now_s();
+    dga_status st = dga_kmeans_hierarchical(x, n, d, levels, nlevels, &o, &h);
+    double t = now_s() - t0;
+    if (st != DGA_OK) {
+        fprintf(stderr, "%s\n", dga_last_error());
+        return 1;
+    }
+    printf("hierarchical k-means: %.1f s; domains per level:", t);
+    for (int l = 0; l < nlevels; l++) printf(" %lld", (long long)h.k[l]);
+    printf("\n");
+    dga_hkmeans_free(&h);
+    free(dir);
+    free(x);
+    return 0;
+}

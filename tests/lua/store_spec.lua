@@ -1,0 +1,246 @@
+-- Domain store, embeddings, k-means and .npy from Lua, on a small synthetic corpus of two
+-- sources whose vocabularies share no letter (so every check below could fail if clustering,
+-- ordering or gathering were wrong).
+local dga = dga or require "dga"
+
+local function tmpdir()
+    local p = os.tmpname()
+    os.remove(p)
+    assert(os.execute("mkdir -p '" .. p .. "'"))
+    return p
+end
+
+local function rm(p) os.execute("rm -rf '" .. p .. "'") end
+
+-- Words of source 1 use letters a..m, source 2 letters n..z.
+local function make_words(r, first, count)
+    local words = {}
+    for i = 1, count do
+        local w = {}
+        for j = 1, 3 + r:below(5) do w[j] = string.char(first + r:below(13)) end
+        words[i] = table.concat(w)
+    end
+    return words
+end
+
+local function make_text(r, words, n)
+    local t = {}
+    for i = 1, n do t[i] = words[1 + r:below(#words)] end
+    return table.concat(t, " ")
+end
+
+local function write_jsonl(path, texts)
+    local f = assert(io.open(path, "w"))
+    for _, t in ipairs(texts) do f:write('{"text": "', t, '"}\n') end
+    f:close()
+end
+
+describe("domain store", function()
+    local root, corpus, store_dir, s, words
+    local r = dga.rng(7)
+
+    setup(function()
+        root = tmpdir()
+        corpus = root .. "/corpus"
+        store_dir = root .. "/store"
+        words = {make_words(r, string.byte("a"), 30), make_words(r, string.byte("n"), 30)}
+        for i, name in ipairs({"alpha", "omega"}) do
+            os.execute("mkdir -p '" .. corpus .. "/" .. name .. "'")
+            local texts = {}
+            for d = 1, 60 do texts[d] = make_text(r, words[i], 40 + r:below(40)) end
+            write_jsonl(corpus .. "/" .. name .. "/part-000.jsonl", texts)
+        end
+        dga.store_build{corpus = corpus, out = store_dir, levels = {2, 3}, seq_len = 33,
+                        vocab = 320, seed = 3}
+        s = dga.store_open(store_dir)
+    end)
+
+    teardown(function()
+        if s then s:close() end
+        rm(root)
+    end)
+
+    it("opens with the requested shape", function()
+        assert.are.equal(2, s:levels())
+        assert.are.equal(2, s:k(1))
+        assert.is_true(s:k(2) >= 2 and s:k(2) <= 6)
+        assert.are.equal(33, s:seq_len())
+        assert.matches("dga.store%(", tostring(s))
+        local m = s:manifest()
+        assert.matches('"spherical": true', m)
+        assert.matches('"hash384"', m)
+    end)
+
+    it("puts the two sources in different coarse domains", function()
+        local names, counts = s:sources(1)
+        assert.are.same({"alpha", "omega"}, names)
+        for d = 1, 2 do
+            assert.is_true((counts:at(d, 1) == 0) ~= (counts:at(d, 2) == 0))
+        end
+        assert.is_true((counts:at(1, 1) == 0) ~= (counts:at(2, 1) == 0))
+    end)
+
+    it("sizes add up and leaf ranges are contiguous", function()
+        for l = 1, 2 do
+            local sz = s:domain_sizes(l)
+            assert.are.equal("int32", sz:dtype())
+            assert.are.equal(s:num_sequences(), sz:sum())
+            local tk = s:domain_tokens(l)
+            for d = 1, s:k(l) do assert.are.equal(sz[d] * 33, tk[d]) end
+        end
+        local f1, n1 = s:leaves(1, 1)
+        local f2, n2 = s:leaves(1, 2)
+        assert.are.equal(1, f1)
+        assert.are.equal(f1 + n1, f2)
+        assert.are.equal(s:k(2), n1 + n2)
+    end)
+
+    it("gathers inputs and targets shifted by one", function()
+        local inputs, targets = s:gather(1, {1, 2, 2}, {1, 3, 1})
+        assert.are.same({3, 32}, inputs:shape())
+        assert.are.same({3, 32}, targets:shape())
+        local seq = s:sequence(1, 2, 3)
+        for t = 1, 32 do
+            assert.are.equal(seq[t], inputs:at(2, t))
+            assert.are.equal(seq[t + 1], targets:at(2, t))
+        end
+        assert.has_error(function() s:gather(1, {1, 3}, {1, 1}) end)
+        local ok, err = pcall(s.gather, s, 1, {1, 3}, {1, 1})
+        assert.is_false(ok)
+        assert.matches("batch row 2: domain 3 outside %[1, 2%]", err)
+        ok, err = pcall(s.sequence, s, 3, 1, 1)
+        assert.matches("level 3 outside %[1, 2%]", err)
+    end)
+
+    it("decodes sequences with the store's tokenizer into the source's words", function()
+        local names, counts = s:sources(1)
+        local alpha_domain = counts:at(1, 1) > 0 and 1 or 2
+        local tok = s:tokenizer()
+        local text = tok:decode(s:sequence(1, alpha_domain, 1))
+        text = text:gsub("<|endoftext|>", " ")
+        for w in text:gmatch("%a+") do assert.matches("^[a-m]+$", w) end
+        assert.are.equal("alpha", s:info(1, alpha_domain, 1).source)
+    end)
+
+    it("puts the IS histogram of one source's texts on its domain", function()
+        local names, counts = s:sources(1)
+        local omega_domain = counts:at(1, 2) > 0 and 1 or 2
+        local texts = {}
+        for i = 1, 8 do texts[i] = make_text(r, words[2], 30) end
+        local h, used = s:histogram(texts, 1)
+        assert.are.equal(8, used)
+        assert.are.equal(1, h[omega_domain])
+        assert.are.equal(0, h[3 - omega_domain])
+        local h2 = s:histogram(texts, 2)
+        dga.check_distribution(h2)
+        local ids, scores = s:nearest(texts[1], 1, 2)
+        assert.are.equal(omega_domain, ids[1])
+        assert.is_true(scores[1] >= scores[2])
+        assert.has_error(function() s:histogram({"...", "!!"}, 1) end)
+        assert.has_error(function() s:histogram({1, 2}, 1) end)
+    end)
+
+    it("runs the CLI tools", function()
+        local exe = os.getenv("DGALUA")
+        if not exe then pending("DGALUA not set") return end
+        local out2 = root .. "/store2"
+        local cmd = string.format("'%s' scripts/build_store.lua '%s' --out '%s' --levels 2 --seq-len 17 --vocab 300 --quiet",
+            exe, corpus, out2)
+        local f = io.popen(cmd .. " 2>&1")
+        local log = f:read("a")
+        assert.is_true(f:close(), log)
+        assert.matches("level 1: 2 domains", log)
+        local texts = root .. "/is.txt"
+        local tf = assert(io.open(texts, "w"))
+        for i = 1, 5 do tf:write(make_text(r, words[1], 20), "\n") end
+        tf:close()
+        f = io.popen(string.format("'%s' scripts/is_histogram.lua --store '%s' --texts '%s' --lines --out '%s/h.npy' 2>&1",
+            exe, out2, texts, root))
+        log = f:read("a")
+        assert.is_true(f:close(), log)
+        local h = dga.npy_load(root .. "/h.npy")
+        assert.are.same({2}, h:shape())
+        assert.are.equal(1, h:max())
+        f = io.popen(string.format("'%s' scripts/inspect_store.lua '%s' --samples 1 2>&1", exe, out2))
+        log = f:read("a")
+        assert.is_true(f:close(), log)
+        assert.matches("domain 2:", log)
+        assert.matches("sources: alpha 9%d+%%", log)
+        assert.matches("sources: omega 9%d+%%", log)
+    end)
+end)
+
+describe("embeddings, k-means, npy", function()
+    it("embeds deterministically into unit vectors", function()
+        local texts = {"the court held the contract void", "def f(x): return x", "the court"}
+        local a, b = dga.embed(texts), dga.embed(texts)
+        assert.are.same({3, 384}, a:shape())
+        for i = 1, #a do assert.are.equal(a[i], b[i]) end
+        for i = 1, 3 do
+            local row = a:narrow(i, 1)
+            assert.is_true(math.abs(row:norm() - 1) < 1e-5)
+        end
+        assert.has_error(function() dga.embed({"x", false}) end)
+    end)
+
+    it("k-means recovers separated blobs", function()
+        local r = dga.rng(5)
+        local n, d = 300, 4
+        local pts = dga.zeros(n, d)
+        local centers = {{10, 0, 0, 0}, {0, 10, 0, 0}, {0, 0, 10, 0}}
+        for i = 1, n do
+            local c = centers[(i - 1) % 3 + 1]
+            for j = 1, d do pts[(i - 1) * d + j] = c[j] + 0.1 * r:normal() end
+        end
+        local cent, assign = dga.kmeans(pts, 3, {seed = 1})
+        assert.are.same({3, 4}, cent:shape())
+        for i = 4, n do assert.are.equal(assign[i - 3], assign[i]) end
+        assert.are_not.equal(assign[1], assign[2])
+        assert.are_not.equal(assign[2], assign[3])
+        assert.are_not.equal(assign[1], assign[3])
+        assert.has_error(function() dga.kmeans(pts, 0) end)
+    end)
+
+    it("hierarchical k-means numbers leaves contiguously per parent", function()
+        local r = dga.rng(11)
+        local n, d = 400, 6
+        local pts = dga.zeros(n, d)
+        for i = 1, n do
+            local c = (i - 1) % 4 + 1
+            for j = 1, d do pts[(i - 1) * d + j] = (j == c and 5 or 0) + 0.3 * r:normal() end
+        end
+        local h = dga.kmeans_hierarchical(pts, {4, 3}, {seed = 2})
+        assert.are.equal(4, h.k[1])
+        local kleaf = h.k[2]
+        assert.are.equal(1, h.ranges[1][1])
+        assert.are.equal(kleaf + 1, h.ranges[1][5])
+        -- Points of one blob share a coarse domain: their leaves fall in one coarse range.
+        local function coarse(leaf)
+            for c = 1, 4 do
+                if leaf >= h.ranges[1][c] and leaf < h.ranges[1][c + 1] then return c end
+            end
+        end
+        for i = 5, n do assert.are.equal(coarse(h.leaf[i - 4]), coarse(h.leaf[i])) end
+        assert.has_error(function() dga.kmeans_hierarchical(pts, {0}) end)
+    end)
+
+    it("saves and loads .npy", function()
+        local p = os.tmpname()
+        local t = dga.tensor({{1.5, 2}, {3, 4}})
+        dga.npy_save(p, t)
+        local u = dga.npy_load(p)
+        assert.are.same({2, 2}, u:shape())
+        assert.are.equal("float32", u:dtype())
+        assert.are.same(t:totable(), u:totable())
+        local i = dga.tensor({1, 2, 3}, "int32")
+        dga.npy_save(p, i)
+        assert.are.equal("int32", dga.npy_load(p):dtype())
+        local f = io.open(p, "wb")
+        f:write("this is not numpy, only some text")
+        f:close()
+        local ok, err = pcall(dga.npy_load, p)
+        assert.is_false(ok)
+        assert.matches("not a .npy file", err)
+        os.remove(p)
+    end)
+end)
