@@ -80,12 +80,13 @@ local tok = dga.tokenizer_train(texts, {vocab = vocab})
 log("trained in %.1f s CPU", os.clock() - c0)
 tok:save(a.out)
 
--- Bytes per token on (a bounded part of) the sample, a quick sanity number.
+-- Bytes per token on every k-th sampled document (about 4 MB from all domains): a quick
+-- sanity number.
 local n_bytes, n_tokens = 0, 0
-for i = 1, #texts do
+local step = math.max(1, math.ceil(total / 4e6))
+for i = 1, #texts, step do
     n_bytes = n_bytes + #texts[i]
     n_tokens = n_tokens + #tok:encode(texts[i])
-    if n_bytes > 4e6 then break end
 end
 print(string.format("%s: vocab %d (%d merges, <|endoftext|> = %d); %.2f bytes/token on the sample",
                     a.out, tok:vocab_size(), tok:num_merges(), tok:eot(), n_bytes / math.max(n_tokens, 1)))
