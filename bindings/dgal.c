@@ -1,4 +1,5 @@
-/* Helpers shared by every binding file: errors, classes, and the tensor box.
+/* Helpers shared by every binding file: errors, classes, scratch memory, option keys, object
+ * boxes, and the tensor box.
  *
  * A dga.tensor userdata holds exactly one `dga_tensor *` (NULL once closed) and owns one
  * reference on it. */
@@ -25,6 +26,66 @@ void dgal_new_class(lua_State *L, const char *tname, const luaL_Reg *methods,
         lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
+}
+
+void *dgal_scratch(lua_State *L, size_t bytes)
+{
+    void *p = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+    memset(p, 0, bytes ? bytes : 1);
+    return p;
+}
+
+void dgal_check_keys(lua_State *L, int idx, const char *const *allowed, const char *what)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (const char *const *a = allowed; *a && !ok; a++)
+                ok = strcmp(lua_tostring(L, -1), *a) == 0;
+        if (ok) continue;
+        const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                         : luaL_typename(L, -1);
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (const char *const *a = allowed; *a; a++) {
+            if (a != allowed) luaL_addstring(&b, ", ");
+            luaL_addstring(&b, *a);
+        }
+        luaL_pushresult(&b);
+        luaL_argerror(L, idx, lua_pushfstring(L, "unknown %s '%s' (expected %s)", what, key,
+                                              lua_tostring(L, -1)));
+    }
+}
+
+dgal_box *dgal_box_new(lua_State *L, const char *tname, int nuv)
+{
+    dgal_box *b = lua_newuserdatauv(L, sizeof *b, nuv);
+    b->p = NULL;
+    luaL_setmetatable(L, tname);
+    return b;
+}
+
+void *dgal_box_check(lua_State *L, int idx, const char *tname)
+{
+    dgal_box *b = luaL_checkudata(L, idx, tname);
+    if (!b->p) luaL_argerror(L, idx, lua_pushfstring(L, "attempt to use a closed %s", tname));
+    return b->p;
+}
+
+void *dgal_box_get(lua_State *L, int idx, const char *tname)
+{
+    return ((dgal_box *)luaL_checkudata(L, idx, tname))->p;
+}
+
+void *dgal_box_take(lua_State *L, int idx, const char *tname)
+{
+    dgal_box *b = luaL_checkudata(L, idx, tname);
+    void *p = b->p;
+    b->p = NULL;
+    return p;
 }
 
 dga_tensor *dgal_check_tensor(lua_State *L, int idx)

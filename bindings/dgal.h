@@ -15,6 +15,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "gpt.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -31,6 +32,31 @@ int dgal_error(lua_State *L, dga_status st);
  * __name is set so luaL_checkudata's messages read naturally. Leaves nothing on the stack. */
 void dgal_new_class(lua_State *L, const char *tname, const luaL_Reg *methods,
                     const luaL_Reg *metamethods);
+
+/* Scratch memory owned by Lua: a fresh zeroed userdata of at least one byte, left on the
+ * stack, so a Lua error raised half-way frees it with everything else. */
+void *dgal_scratch(lua_State *L, size_t bytes);
+
+/* Raises an argument error on idx unless every key of the table there is one of `allowed`
+ * (NULL-terminated): "unknown <what> 'key' (expected a, b, c)". A misspelt option silently
+ * ignored would change an experiment. */
+void dgal_check_keys(lua_State *L, int idx, const char *const *allowed, const char *what);
+
+/* ---- userdata that own one C object ----
+ * The userdata is a dgal_box whose pointer is NULL until the object is made and again once it
+ * is closed; the release metamethod (both __gc and __close) is then one line:
+ *     static int x_release(lua_State *L) { dga_x_free(dgal_box_take(L, 1, TNAME)); return 0; } */
+typedef struct {
+    void *p;
+} dgal_box;
+/* Pushes an empty (closed) box with metatable tname and nuv user values. */
+dgal_box *dgal_box_new(lua_State *L, const char *tname, int nuv);
+/* The object in the box at idx; an argument error once it was closed. */
+void *dgal_box_check(lua_State *L, int idx, const char *tname);
+/* The object in the box at idx, NULL once closed (for __tostring). */
+void *dgal_box_get(lua_State *L, int idx, const char *tname);
+/* Empties the box at idx and returns what it held (NULL if it was already closed). */
+void *dgal_box_take(lua_State *L, int idx, const char *tname);
 
 /* ---- dga.tensor ---- */
 #define DGAL_TENSOR "dga.tensor"
@@ -55,6 +81,8 @@ struct dga_adamw *dgal_check_adamw(lua_State *L, int idx);   /* l_optim.c */
 void              dgal_push_model(lua_State *L, struct dga_gpt *m);
 /* l_model.c: the model at idx, or NULL if idx is not a dga.gpt or it was closed (no error). */
 struct dga_gpt   *dgal_test_model(lua_State *L, int idx);
+/* l_model.c: pushes {layers, width, heads, context, vocab, batch} (m:config()'s table). */
+void              dgal_push_gpt_config(lua_State *L, const dga_gpt_config *c, int batch);
 #include "rng.h"
 dga_rng          *dgal_check_rng(lua_State *L, int idx);      /* l_rng.c */
 

@@ -17,21 +17,6 @@
 static const char *const save_keys[] = {"model", "optimizer", "tensors", "blobs", "meta", NULL};
 static const char *const load_keys[] = {"model", "optimizer", NULL};
 
-/* Rejects keys of the options table that are not in `allowed` (typos fail loudly). */
-static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *fn)
-{
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (int i = 0; allowed[i] && !ok; i++) ok = !strcmp(lua_tostring(L, -1), allowed[i]);
-        if (!ok)
-            luaL_error(L, "bad argument #2 to '%s' (unknown option '%s')", fn,
-                       luaL_tolstring(L, -1, NULL));
-    }
-}
-
 /* The model of option table idx: field "model", else the optimizer's own model (pushed on
  * the stack either way, or nil). */
 static void push_model_option(lua_State *L, int idx)
@@ -45,14 +30,6 @@ static void push_model_option(lua_State *L, int idx)
     lua_getfield(L, -1, "model");     /* opt:model() */
     lua_insert(L, -2);
     lua_call(L, 1, 1);
-}
-
-/* Scratch memory owned by a userdata on the stack, so a Lua error cannot leak it. */
-static void *scratch(lua_State *L, size_t n)
-{
-    void *p = lua_newuserdatauv(L, n ? n : 1, 0);
-    memset(p, 0, n ? n : 1);
-    return p;
 }
 
 static int count_pairs(lua_State *L, int idx)
@@ -71,7 +48,7 @@ static int l_save(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    check_keys(L, 2, save_keys, "save_checkpoint");
+    dgal_check_keys(L, 2, save_keys, "option");
     push_model_option(L, 2);                                   /* 3 */
     if (lua_isnil(L, 3))
         return luaL_error(L, "bad argument #2 to 'save_checkpoint' (no model: give model= "
@@ -89,9 +66,9 @@ static int l_save(lua_State *L)
     lua_newtable(L);                                           /* 8: keeps names/tensors alive */
     int anchor = 8;
     int nt = count_pairs(L, 5), nb = count_pairs(L, 6), nm = count_pairs(L, 7);
-    dga_st_entry *e = scratch(L, (size_t)(nt + nb) * sizeof *e);
+    dga_st_entry *e = dgal_scratch(L, (size_t)(nt + nb) * sizeof *e);
     lua_rawseti(L, anchor, 1);   /* the scratch userdata stays referenced by the anchor */
-    dga_st_meta *m = scratch(L, (size_t)nm * sizeof *m);
+    dga_st_meta *m = dgal_scratch(L, (size_t)nm * sizeof *m);
     lua_rawseti(L, anchor, 2);
     int k = 0, slot = 3;
 
@@ -169,27 +146,8 @@ static int l_save(lua_State *L)
 
 static int file_gc(lua_State *L)
 {
-    dga_checkpoint **box = luaL_checkudata(L, 1, CKPT_FILE);
-    dga_checkpoint_close(*box);
-    *box = NULL;
+    dga_checkpoint_close(dgal_box_take(L, 1, CKPT_FILE));
     return 0;
-}
-
-static void push_config(lua_State *L, const dga_gpt_config *c, int batch)
-{
-    lua_createtable(L, 0, 6);
-    lua_pushinteger(L, c->n_layer);
-    lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, c->n_embd);
-    lua_setfield(L, -2, "width");
-    lua_pushinteger(L, c->n_head);
-    lua_setfield(L, -2, "heads");
-    lua_pushinteger(L, c->n_ctx);
-    lua_setfield(L, -2, "context");
-    lua_pushinteger(L, c->vocab_size);
-    lua_setfield(L, -2, "vocab");
-    lua_pushinteger(L, batch);
-    lua_setfield(L, -2, "batch");
 }
 
 static void push_entry_tensor(lua_State *L, const char *path, const dga_st_entry *e)
@@ -218,14 +176,13 @@ static int l_load(lua_State *L)
     int has_opts = !lua_isnoneornil(L, 2);
     if (has_opts) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        check_keys(L, 2, load_keys, "load_checkpoint");
+        dgal_check_keys(L, 2, load_keys, "option");
     }
     lua_settop(L, 2);
-    dga_checkpoint **ckbox = lua_newuserdatauv(L, sizeof *ckbox, 0);   /* 3 */
-    *ckbox = NULL;
-    luaL_setmetatable(L, CKPT_FILE);
-    DGAL_CHECK(L, dga_checkpoint_open(path, ckbox));
-    dga_checkpoint *ck = *ckbox;
+    dgal_box *ckbox = dgal_box_new(L, CKPT_FILE, 0);   /* 3 */
+    dga_checkpoint *ck;
+    DGAL_CHECK(L, dga_checkpoint_open(path, &ck));
+    ckbox->p = ck;
     const dga_safetensors *f = dga_checkpoint_file(ck);
 
     if (has_opts) push_model_option(L, 2); else lua_pushnil(L);       /* 4 */
@@ -250,7 +207,7 @@ static int l_load(lua_State *L)
     if (opt) DGAL_CHECK(L, dga_checkpoint_load_optimizer(ck, model, opt));
 
     lua_createtable(L, 0, 6);                                            /* 6: result */
-    push_config(L, dga_checkpoint_config(ck), dga_checkpoint_max_batch(ck));
+    dgal_push_gpt_config(L, dga_checkpoint_config(ck), dga_checkpoint_max_batch(ck));
     lua_setfield(L, 6, "config");
     lua_pushvalue(L, 4);
     lua_setfield(L, 6, "model");
@@ -285,8 +242,7 @@ static int l_load(lua_State *L)
         lua_pushinteger(L, s ? strtoll(s, NULL, 10) : 0);
         lua_setfield(L, 6, "steps");
     }
-    dga_checkpoint_close(ck);   /* early: the file's memory is not needed any more */
-    *ckbox = NULL;
+    dga_checkpoint_close(dgal_box_take(L, 3, CKPT_FILE));   /* early: its memory is not needed */
     lua_settop(L, 6);
     return 1;
 }

@@ -47,38 +47,13 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static void *scratch(lua_State *L, size_t bytes)
-{
-    return lua_newuserdatauv(L, bytes ? bytes : 1, 0);
-}
-
 /* Unknown option keys are mistakes worth reporting (a misspelt "epoch_cap" silently
  * ignored would change an experiment). */
-static void check_opts(lua_State *L, int idx, const char *const *allowed, const char *fn)
+static void check_opts(lua_State *L, int idx, const char *const *allowed)
 {
     if (lua_isnoneornil(L, idx)) return;
     luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        int ok = 0;
-        if (lua_type(L, -2) == LUA_TSTRING)
-            for (const char *const *a = allowed; *a; a++)
-                if (strcmp(*a, lua_tostring(L, -2)) == 0) ok = 1;
-        if (!ok) {
-            lua_pushvalue(L, -2);
-            const char *key = luaL_tolstring(L, -1, NULL);
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (const char *const *a = allowed; *a; a++) {
-                if (a != allowed) luaL_addstring(&b, ", ");
-                luaL_addstring(&b, *a);
-            }
-            luaL_pushresult(&b);
-            luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s' to '%s' (expected %s)", key,
-                                                  fn, lua_tostring(L, -1)));
-        }
-        lua_pop(L, 1);
-    }
+    dgal_check_keys(L, idx, allowed, "option");
 }
 
 /* n non-negative integer counts from a tensor (float32 or int32) or a table of numbers, into
@@ -90,7 +65,7 @@ static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
     if (box) {
         dga_tensor *t = dgal_check_tensor(L, idx);
         *n = t->numel;
-        int64_t *out = scratch(L, (size_t)t->numel * sizeof *out);
+        int64_t *out = dgal_scratch(L, (size_t)t->numel * sizeof *out);
         for (int64_t i = 0; i < t->numel; i++) {
             double v = t->dtype == DGA_F32 ? (double)dga_tensor_f32(t)[i] : (double)dga_tensor_i32(t)[i];
             if (!(v >= 0) || v != floor(v) || v > 9.0e15)
@@ -102,7 +77,7 @@ static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
     }
     if (!lua_istable(L, idx)) luaL_typeerror(L, idx, "dga.tensor or table of counts");
     *n = (int64_t)luaL_len(L, idx);
-    int64_t *out = scratch(L, (size_t)*n * sizeof *out);
+    int64_t *out = dgal_scratch(L, (size_t)*n * sizeof *out);
     for (int64_t i = 0; i < *n; i++) {
         lua_geti(L, idx, i + 1);
         int isnum;
@@ -141,39 +116,31 @@ static void push_i32_counts(lua_State *L, const int64_t *v, int64_t n)
 
 /* ------------------------------------------------------------------ dga.sampler */
 
-typedef struct {
-    dga_sampler *s;
-} sampler_box;
-
 static dga_sampler *check_sampler(lua_State *L, int idx)
 {
-    sampler_box *b = luaL_checkudata(L, idx, DGAL_SAMPLER);
-    if (!b->s) luaL_argerror(L, idx, "attempt to use a closed dga.sampler");
-    return b->s;
+    return dgal_box_check(L, idx, DGAL_SAMPLER);
 }
 
 static int smp_release(lua_State *L)
 {
-    sampler_box *b = luaL_checkudata(L, 1, DGAL_SAMPLER);
-    dga_sampler_free(b->s);
-    b->s = NULL;
+    dga_sampler_free(dgal_box_take(L, 1, DGAL_SAMPLER));
     return 0;
 }
 
 static int smp_tostring(lua_State *L)
 {
-    sampler_box *b = luaL_checkudata(L, 1, DGAL_SAMPLER);
-    if (!b->s) {
+    dga_sampler *s = dgal_box_get(L, 1, DGAL_SAMPLER);
+    if (!s) {
         lua_pushliteral(L, "dga.sampler (closed)");
         return 1;
     }
-    int64_t k = dga_sampler_k(b->s), total = 0, nc;
-    const int64_t *av = dga_sampler_available(b->s);
+    int64_t k = dga_sampler_k(s), total = 0, nc;
+    const int64_t *av = dga_sampler_available(s);
     for (int64_t i = 0; i < k; i++) total += av[i];
-    dga_sampler_capped(b->s, &nc);
+    dga_sampler_capped(s, &nc);
     lua_pushfstring(L, "dga.sampler(k=%I, %I sequences available, epoch_cap=%I, seed=%I; %I capped)",
-                    (lua_Integer)k, (lua_Integer)total, (lua_Integer)dga_sampler_epoch_cap(b->s),
-                    (lua_Integer)dga_sampler_seed(b->s), (lua_Integer)nc);
+                    (lua_Integer)k, (lua_Integer)total, (lua_Integer)dga_sampler_epoch_cap(s),
+                    (lua_Integer)dga_sampler_seed(s), (lua_Integer)nc);
     return 1;
 }
 
@@ -183,7 +150,7 @@ static const char *const sampler_keys[] = {"seed", "budget", "epoch_cap", NULL};
 static int l_sampler(lua_State *L)
 {
     lua_settop(L, 2);
-    check_opts(L, 2, sampler_keys, "sampler");
+    check_opts(L, 2, sampler_keys);
     int64_t k;
     int64_t *sizes = read_counts(L, 1, "sizes", &k);   /* stack 3 */
     if (k < 1) luaL_argerror(L, 1, "sizes is empty, expected one entry per domain");
@@ -208,7 +175,7 @@ static int l_sampler(lua_State *L)
             lua_Number v = lua_tonumber(L, -1);
             if (!(v >= 0) || v != floor(v))
                 luaL_argerror(L, 2, lua_pushfstring(L, "budget = %f, expected an integer >= 0", v));
-            budget = scratch(L, (size_t)k * sizeof *budget);
+            budget = dgal_scratch(L, (size_t)k * sizeof *budget);
             for (int64_t i = 0; i < k; i++) budget[i] = (int64_t)v;
         } else if (!lua_isnil(L, -1)) {
             int64_t nb;
@@ -218,10 +185,10 @@ static int l_sampler(lua_State *L)
                                                     (lua_Integer)nb, (lua_Integer)k));
         }
     }
-    sampler_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->s = NULL;
-    luaL_setmetatable(L, DGAL_SAMPLER);
-    DGAL_CHECK(L, dga_sampler_create(k, sizes, budget, cap, (uint64_t)seed, &b->s));
+    dgal_box *b = dgal_box_new(L, DGAL_SAMPLER, 0);
+    dga_sampler *s;
+    DGAL_CHECK(L, dga_sampler_create(k, sizes, budget, cap, (uint64_t)seed, &s));
+    b->p = s;
     return 1;
 }
 
@@ -239,7 +206,7 @@ static int smp_weights(lua_State *L)
 {
     dga_sampler *s = check_sampler(L, 1);
     int64_t k = dga_sampler_k(s);
-    double *tmp = scratch(L, (size_t)k * sizeof *tmp);
+    double *tmp = dgal_scratch(L, (size_t)k * sizeof *tmp);
     dga_sampler_weights(s, tmp);
     float *o = dga_tensor_f32(new_vec(L, DGA_F32, k));
     for (int64_t i = 0; i < k; i++) o[i] = (float)tmp[i];
@@ -355,33 +322,25 @@ static int smp_seed(lua_State *L)
 
 /* ------------------------------------------------------------------ dga.basis */
 
-typedef struct {
-    dga_basis *P;
-} basis_box;
-
 static dga_basis *check_basis(lua_State *L, int idx)
 {
-    basis_box *b = luaL_checkudata(L, idx, DGAL_BASIS);
-    if (!b->P) luaL_argerror(L, idx, "attempt to use a closed dga.basis");
-    return b->P;
+    return dgal_box_check(L, idx, DGAL_BASIS);
 }
 
 static int basis_release(lua_State *L)
 {
-    basis_box *b = luaL_checkudata(L, 1, DGAL_BASIS);
-    dga_basis_free(b->P);
-    b->P = NULL;
+    dga_basis_free(dgal_box_take(L, 1, DGAL_BASIS));
     return 0;
 }
 
 static int basis_tostring(lua_State *L)
 {
-    basis_box *b = luaL_checkudata(L, 1, DGAL_BASIS);
-    if (!b->P) lua_pushliteral(L, "dga.basis (closed)");
+    dga_basis *P = dgal_box_get(L, 1, DGAL_BASIS);
+    if (!P) lua_pushliteral(L, "dga.basis (closed)");
     else
         lua_pushfstring(L, "dga.basis(k=%I leaf domains, N=%I histograms, %I non-zeros)",
-                        (lua_Integer)dga_basis_k(b->P), (lua_Integer)dga_basis_n(b->P),
-                        (lua_Integer)dga_basis_nnz(b->P));
+                        (lua_Integer)dga_basis_k(P), (lua_Integer)dga_basis_n(P),
+                        (lua_Integer)dga_basis_nnz(P));
     return 1;
 }
 
@@ -394,7 +353,7 @@ static int l_basis(lua_State *L)
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 1, 2, "columns is empty, expected a list of N >= 1 histograms");
-    const float **cols = scratch(L, (size_t)n * sizeof *cols);   /* stack 3 */
+    const float **cols = dgal_scratch(L, (size_t)n * sizeof *cols);   /* stack 3 */
     for (lua_Integer j = 1; j <= n; j++) {
         lua_geti(L, 2, j);
         dga_tensor *t = anchored_f32(L, lua_gettop(L));
@@ -404,10 +363,10 @@ static int l_basis(lua_State *L)
         cols[j - 1] = dga_tensor_f32(t);
         lua_replace(L, -2);   /* keep the anchored tensor, drop the raw value */
     }
-    basis_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->P = NULL;
-    luaL_setmetatable(L, DGAL_BASIS);
-    DGAL_CHECK(L, dga_basis_create(k, n, cols, &b->P));
+    dgal_box *b = dgal_box_new(L, DGAL_BASIS, 0);
+    dga_basis *P;
+    DGAL_CHECK(L, dga_basis_create(k, n, cols, &P));
+    b->p = P;
     return 1;
 }
 
@@ -467,15 +426,9 @@ static int basis_nnz(lua_State *L)
 
 /* ------------------------------------------------------------------ alignment */
 
-typedef struct {
-    dga_align_ws *ws;
-} ws_box;
-
 static int ws_release(lua_State *L)
 {
-    ws_box *b = luaL_checkudata(L, 1, DGAL_ALIGN_WS);
-    dga_align_ws_free(b->ws);
-    b->ws = NULL;
+    dga_align_ws_free(dgal_box_take(L, 1, DGAL_ALIGN_WS));
     return 0;
 }
 
@@ -491,22 +444,22 @@ static dga_align_ws *model_workspace(lua_State *L, int model_idx, size_t np)
     }
     lua_pushvalue(L, model_idx);
     lua_rawget(L, -2);
-    ws_box *b = luaL_testudata(L, -1, DGAL_ALIGN_WS);
-    if (b && b->ws) {
+    dgal_box *b = luaL_testudata(L, -1, DGAL_ALIGN_WS);
+    if (b && b->p) {
         lua_remove(L, -2);
-        return b->ws;
+        return b->p;
     }
     lua_pop(L, 1);
-    b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->ws = NULL;
-    luaL_setmetatable(L, DGAL_ALIGN_WS);
-    dga_status st = dga_align_ws_create(np, &b->ws);
+    b = dgal_box_new(L, DGAL_ALIGN_WS, 0);
+    dga_align_ws *ws;
+    dga_status st = dga_align_ws_create(np, &ws);
     if (st != DGA_OK) dgal_error(L, st);   /* raises */
+    b->p = ws;
     lua_pushvalue(L, model_idx);
     lua_pushvalue(L, -2);
     lua_rawset(L, -4);
     lua_remove(L, -2);
-    return b->ws;
+    return ws;
 }
 
 /* A B x T (or 1-D: one row) int32 batch anchored on the stack; arg/what name it in errors. */
@@ -550,7 +503,7 @@ static int l_align(lua_State *L)
 {
     lua_settop(L, 5);
     dga_gpt *m = dgal_check_model(L, 1);
-    check_opts(L, 5, align_keys, "align");
+    check_opts(L, 5, align_keys);
     dga_align_opts o = {.normalize = DGA_ALIGN_NONE};
     if (lua_istable(L, 5)) {
         lua_getfield(L, 5, "normalize");
@@ -594,7 +547,7 @@ static int l_align(lua_State *L)
     lua_pop(L, 1);   /* the workspace stays referenced by the registry table */
 
     dga_batch target = to_batch(L, 2, 3, 2, "target batch");
-    dga_batch *batches = scratch(L, (size_t)k * sizeof *batches);
+    dga_batch *batches = dgal_scratch(L, (size_t)k * sizeof *batches);
     for (lua_Integer i = 1; i <= k; i++) {
         lua_geti(L, 4, i);
         int e = lua_gettop(L);
@@ -613,7 +566,7 @@ static int l_align(lua_State *L)
         batches[i - 1] = to_batch(L, e + 1, e + 2, 4, what);
         /* stack: e, in, tg, in-box, tg-box: the boxes keep the data alive */
     }
-    double *res = scratch(L, (size_t)k * 4 * sizeof *res);
+    double *res = dgal_scratch(L, (size_t)k * 4 * sizeof *res);
     dga_align_result r = {.align = res, .dot = res + k, .loss = res + 2 * k, .grad_norm = res + 3 * k};
     DGAL_CHECK(L, dga_align(m, ws, &target, batches, (int)k, &o, &r));
     lua_createtable(L, 0, 9);

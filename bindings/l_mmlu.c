@@ -20,37 +20,29 @@
 
 #define DGAL_MMLU "dga.mmlu"
 
-typedef struct {
-    dga_mmlu *mm;   /* NULL once closed */
-} mmlu_box;
-
 static dga_mmlu *check_mmlu(lua_State *L, int idx)
 {
-    mmlu_box *b = luaL_checkudata(L, idx, DGAL_MMLU);
-    if (!b->mm) luaL_argerror(L, idx, "attempt to use a closed dga.mmlu");
-    return b->mm;
+    return dgal_box_check(L, idx, DGAL_MMLU);
 }
 
 static int mm_release(lua_State *L)
 {
-    mmlu_box *b = luaL_checkudata(L, 1, DGAL_MMLU);
-    dga_mmlu_free(b->mm);
-    b->mm = NULL;
+    dga_mmlu_free(dgal_box_take(L, 1, DGAL_MMLU));
     return 0;
 }
 
 static int mm_tostring(lua_State *L)
 {
-    mmlu_box *b = luaL_checkudata(L, 1, DGAL_MMLU);
-    if (!b->mm) {
+    dga_mmlu *mm = dgal_box_get(L, 1, DGAL_MMLU);
+    if (!mm) {
         lua_pushliteral(L, "dga.mmlu (closed)");
         return 1;
     }
     lua_pushfstring(L, "dga.mmlu(%d subjects; test %I, val %I, dev %I)",
-                    dga_mmlu_num_subjects(b->mm),
-                    (lua_Integer)dga_mmlu_count(b->mm, DGA_MMLU_TEST),
-                    (lua_Integer)dga_mmlu_count(b->mm, DGA_MMLU_VAL),
-                    (lua_Integer)dga_mmlu_count(b->mm, DGA_MMLU_DEV));
+                    dga_mmlu_num_subjects(mm),
+                    (lua_Integer)dga_mmlu_count(mm, DGA_MMLU_TEST),
+                    (lua_Integer)dga_mmlu_count(mm, DGA_MMLU_VAL),
+                    (lua_Integer)dga_mmlu_count(mm, DGA_MMLU_DEV));
     return 1;
 }
 
@@ -58,10 +50,10 @@ static int mm_tostring(lua_State *L)
 static int l_mmlu_load(lua_State *L)
 {
     const char *dir = luaL_checkstring(L, 1);
-    mmlu_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->mm = NULL;
-    luaL_setmetatable(L, DGAL_MMLU);
-    DGAL_CHECK(L, dga_mmlu_load(dir, &b->mm));
+    dgal_box *b = dgal_box_new(L, DGAL_MMLU, 0);
+    dga_mmlu *mm;
+    DGAL_CHECK(L, dga_mmlu_load(dir, &mm));
+    b->p = mm;
     return 1;
 }
 
@@ -331,10 +323,10 @@ static int l_mmlu_score(lua_State *L)
     if (shots < 0 || shots > 64) luaL_argerror(L, 4, "option 'shots' must be in [0, 64]");
     if (shots > 0) {
         lua_getfield(L, 4, "dev");
-        mmlu_box *b = luaL_testudata(L, -1, DGAL_MMLU);
-        if (b && b->mm) {
-            dev = dga_mmlu_questions(b->mm, DGA_MMLU_DEV);
-            n_dev = dga_mmlu_count(b->mm, DGA_MMLU_DEV);
+        dgal_box *b = luaL_testudata(L, -1, DGAL_MMLU);
+        if (b && b->p) {
+            dev = dga_mmlu_questions(b->p, DGA_MMLU_DEV);
+            n_dev = dga_mmlu_count(b->p, DGA_MMLU_DEV);
         } else if (lua_istable(L, -1)) {
             dev = to_questions(L, 4, -1, "dev", &n_dev);
         } else {

@@ -16,42 +16,25 @@
 #include "adamw.h"
 #include "gpt.h"
 
-typedef struct {
-    dga_gpt *m;   /* NULL once closed */
-} model_box;
-
-/* ------------------------------------------------------------------ the box */
-
-static model_box *check_box(lua_State *L, int idx)
-{
-    return luaL_checkudata(L, idx, DGAL_MODEL);
-}
-
 dga_gpt *dgal_check_model(lua_State *L, int idx)
 {
-    model_box *b = check_box(L, idx);
-    if (!b->m) luaL_argerror(L, idx, "attempt to use a closed dga.gpt");
-    return b->m;
+    return dgal_box_check(L, idx, DGAL_MODEL);
 }
 
 dga_gpt *dgal_test_model(lua_State *L, int idx)
 {
-    model_box *b = luaL_testudata(L, idx, DGAL_MODEL);
-    return b ? b->m : NULL;
+    dgal_box *b = luaL_testudata(L, idx, DGAL_MODEL);
+    return b ? b->p : NULL;
 }
 
 void dgal_push_model(lua_State *L, dga_gpt *m)
 {
-    model_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->m = m;
-    luaL_setmetatable(L, DGAL_MODEL);
+    dgal_box_new(L, DGAL_MODEL, 0)->p = m;
 }
 
 static int m_release(lua_State *L)
 {
-    model_box *b = check_box(L, 1);
-    dga_gpt_free(b->m);
-    b->m = NULL;
+    dga_gpt_free(dgal_box_take(L, 1, DGAL_MODEL));
     return 0;
 }
 
@@ -64,39 +47,20 @@ static void format_count(char *buf, size_t size, size_t n)
 
 static int m_tostring(lua_State *L)
 {
-    model_box *b = check_box(L, 1);
-    if (!b->m) {
+    dga_gpt *m = dgal_box_get(L, 1, DGAL_MODEL);
+    if (!m) {
         lua_pushliteral(L, "dga.gpt (closed)");
         return 1;
     }
-    const dga_gpt_config *c = dga_gpt_get_config(b->m);
+    const dga_gpt_config *c = dga_gpt_get_config(m);
     char n[32];
-    format_count(n, sizeof n, dga_gpt_num_params(b->m));
+    format_count(n, sizeof n, dga_gpt_num_params(m));
     lua_pushfstring(L, "dga.gpt(L=%d, C=%d, h=%d, T=%d, V=%d; %s params)", c->n_layer,
                     c->n_embd, c->n_head, c->n_ctx, c->vocab_size, n);
     return 1;
 }
 
 /* ------------------------------------------------------------------ option tables */
-
-/* Raises unless every key of the table at idx is one of `allowed` (NULL-terminated). */
-static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *list)
-{
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        if (lua_type(L, -1) == LUA_TSTRING) {
-            const char *k = lua_tostring(L, -1);
-            for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(k, allowed[i]) == 0;
-        }
-        if (!ok) {
-            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                           : luaL_typename(L, -1);
-            luaL_argerror(L, idx, lua_pushfstring(L, "unknown field '%s' (expected %s)", k, list));
-        }
-    }
-}
 
 /* Integer field `name` of the table at idx, in [lo, hi]; `def` when absent unless required. */
 static lua_Integer int_field(lua_State *L, int idx, const char *name, lua_Integer def,
@@ -217,11 +181,6 @@ static void to_pair(lua_State *L, dga_gpt *m, int idx, int max_b, token_batch *i
     check_ids(L, idx + 1, tg, c->vocab_size, 1, "target id");
 }
 
-static void *scratch(lua_State *L, size_t bytes)
-{
-    return lua_newuserdatauv(L, bytes ? bytes : 1, 0);
-}
-
 /* ------------------------------------------------------------------ construction */
 
 static const char *const gpt_keys[] = {"layers", "width", "heads", "context", "vocab",
@@ -239,7 +198,7 @@ static void init_model(dga_gpt *m, lua_Integer seed)
 static int l_gpt(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
-    check_keys(L, 1, gpt_keys, "layers, width, heads, context, vocab, batch, seed");
+    dgal_check_keys(L, 1, gpt_keys, "field");
     dga_gpt_config cfg;
     cfg.n_layer = (int)int_field(L, 1, "layers", 0, 1, 1, INT_MAX);
     cfg.n_embd = (int)int_field(L, 1, "width", 0, 1, 1, INT_MAX);
@@ -250,20 +209,18 @@ static int l_gpt(lua_State *L)
     lua_Integer seed = int_field(L, 1, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
     if (dga_gpt_config_check(&cfg) != DGA_OK) luaL_argerror(L, 1, dga_last_error());
 
-    model_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->m = NULL;
-    luaL_setmetatable(L, DGAL_MODEL);
-    DGAL_CHECK(L, dga_gpt_create(&cfg, batch, &b->m));
-    init_model(b->m, seed);
+    dgal_box *b = dgal_box_new(L, DGAL_MODEL, 0);
+    dga_gpt *m;
+    DGAL_CHECK(L, dga_gpt_create(&cfg, batch, &m));
+    b->p = m;
+    init_model(m, seed);
     return 1;
 }
 
 /* ------------------------------------------------------------------ methods */
 
-static int m_config(lua_State *L)
+void dgal_push_gpt_config(lua_State *L, const dga_gpt_config *c, int batch)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    const dga_gpt_config *c = dga_gpt_get_config(m);
     lua_createtable(L, 0, 6);
     lua_pushinteger(L, c->n_layer);
     lua_setfield(L, -2, "layers");
@@ -275,8 +232,14 @@ static int m_config(lua_State *L)
     lua_setfield(L, -2, "context");
     lua_pushinteger(L, c->vocab_size);
     lua_setfield(L, -2, "vocab");
-    lua_pushinteger(L, dga_gpt_max_batch(m));
+    lua_pushinteger(L, batch);
     lua_setfield(L, -2, "batch");
+}
+
+static int m_config(lua_State *L)
+{
+    dga_gpt *m = dgal_check_model(L, 1);
+    dgal_push_gpt_config(L, dga_gpt_get_config(m), dga_gpt_max_batch(m));
     return 1;
 }
 
@@ -454,8 +417,8 @@ static int m_eval(lua_State *L)
     dga_gpt *m = dgal_check_model(L, 1);
     token_batch in, tg;
     to_pair(L, m, 2, 0, &in, &tg);
-    double *nll = scratch(L, (size_t)in.B * sizeof(double));
-    int *cnt = scratch(L, (size_t)in.B * sizeof(int));
+    double *nll = dgal_scratch(L, (size_t)in.B * sizeof(double));
+    int *cnt = dgal_scratch(L, (size_t)in.B * sizeof(int));
     int max_b = dga_gpt_max_batch(m);
     for (int b0 = 0; b0 < in.B; b0 += max_b) {
         int nb = in.B - b0 < max_b ? in.B - b0 : max_b;
@@ -552,7 +515,7 @@ static int m_generate(lua_State *L)
     lua_Integer seed = 0;
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
-        check_keys(L, 4, gen_keys, "temperature, seed");
+        dgal_check_keys(L, 4, gen_keys, "field");
         temperature = num_field(L, 4, "temperature", 0, 0, 1e6);
         seed = int_field(L, 4, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
@@ -564,9 +527,9 @@ static int m_generate(lua_State *L)
     int keep = p.T > ctx ? ctx - 1 : p.T;
     if (keep < 1) keep = 1;
     size_t total = (size_t)keep + (size_t)n_new;
-    int32_t *seq = scratch(L, total * sizeof(int32_t));
-    float *logits = scratch(L, (size_t)V * sizeof(float));
-    double *probs = scratch(L, (size_t)V * sizeof(double));
+    int32_t *seq = dgal_scratch(L, total * sizeof(int32_t));
+    float *logits = dgal_scratch(L, (size_t)V * sizeof(float));
+    double *probs = dgal_scratch(L, (size_t)V * sizeof(double));
     memcpy(seq, dga_tensor_i32(p.t) + (p.T - keep), (size_t)keep * sizeof(int32_t));
     lua_createtable(L, (int)n_new, 0);
     size_t len = (size_t)keep;

@@ -94,24 +94,6 @@ static double opt_number(lua_State *L, int idx, const char *name, double def, do
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "decay",
                                          NULL};
 
-static void check_keys(lua_State *L, int idx)
-{
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (int i = 0; adamw_keys[i] && !ok; i++)
-                ok = strcmp(lua_tostring(L, -1), adamw_keys[i]) == 0;
-        if (!ok)
-            luaL_argerror(L, idx, lua_pushfstring(L, "unknown field '%s' (expected lr, beta1, "
-                                                  "beta2, eps, weight_decay, decay)",
-                                                  lua_type(L, -1) == LUA_TSTRING
-                                                      ? lua_tostring(L, -1)
-                                                      : luaL_typename(L, -1)));
-    }
-}
-
 /* dga.adamw(model, {lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1,
  *                   decay="matrices"|"all"|"none"}) */
 static int l_adamw(lua_State *L)
@@ -121,7 +103,7 @@ static int l_adamw(lua_State *L)
     int decay = DECAY_MATRICES;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        check_keys(L, 2);
+        dgal_check_keys(L, 2, adamw_keys, "field");
         cfg.lr = (float)opt_number(L, 2, "lr", cfg.lr, 0, 1e3, 0, 0);
         cfg.beta1 = (float)opt_number(L, 2, "beta1", cfg.beta1, 0, 1, 0, 1);
         cfg.beta2 = (float)opt_number(L, 2, "beta2", cfg.beta2, 0, 1, 0, 1);

@@ -35,27 +35,16 @@
 
 #include "dgal.h"
 #include "embed.h"
+#include "fileio.h"
 #include "kmeans.h"
 #include "npy.h"
 #include "store.h"
 
 #define DGAL_STORE "dga.store"
 
-typedef struct {
-    dga_store *s;
-} store_box;
-
 static dga_store *check_store(lua_State *L, int idx)
 {
-    store_box *b = luaL_checkudata(L, idx, DGAL_STORE);
-    if (!b->s) luaL_argerror(L, idx, "attempt to use a closed dga.store");
-    return b->s;
-}
-
-/* Scratch memory owned by Lua (freed by the GC even when an error unwinds the stack). */
-static void *scratch(lua_State *L, size_t bytes)
-{
-    return lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+    return dgal_box_check(L, idx, DGAL_STORE);
 }
 
 static dga_tensor *new_tensor(lua_State *L, dga_dtype dt, int ndim, const int64_t *shape)
@@ -91,8 +80,8 @@ static int64_t check_texts(lua_State *L, int idx, const char ***texts, size_t **
 {
     luaL_checktype(L, idx, LUA_TTABLE);
     int64_t n = (int64_t)lua_rawlen(L, idx);
-    *texts = scratch(L, (size_t)n * sizeof **texts);
-    *lens = scratch(L, (size_t)n * sizeof **lens);
+    *texts = dgal_scratch(L, (size_t)n * sizeof **texts);
+    *lens = dgal_scratch(L, (size_t)n * sizeof **lens);
     for (int64_t i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
         if (lua_type(L, -1) != LUA_TSTRING)
@@ -109,29 +98,26 @@ static int64_t check_texts(lua_State *L, int idx, const char ***texts, size_t **
 static int l_store_open(lua_State *L)
 {
     const char *dir = luaL_checkstring(L, 1);
-    store_box *b = lua_newuserdatauv(L, sizeof *b, 1);
-    b->s = NULL;
-    luaL_setmetatable(L, DGAL_STORE);
-    DGAL_CHECK(L, dga_store_open(dir, &b->s));
+    dgal_box *b = dgal_box_new(L, DGAL_STORE, 1);
+    dga_store *s;
+    DGAL_CHECK(L, dga_store_open(dir, &s));
+    b->p = s;
     return 1;
 }
 
 static int l_store_close(lua_State *L)
 {
-    store_box *b = luaL_checkudata(L, 1, DGAL_STORE);
-    dga_store_close(b->s);
-    b->s = NULL;
+    dga_store_close(dgal_box_take(L, 1, DGAL_STORE));
     return 0;
 }
 
 static int l_store_tostring(lua_State *L)
 {
-    store_box *b = luaL_checkudata(L, 1, DGAL_STORE);
-    if (!b->s) {
+    dga_store *s = dgal_box_get(L, 1, DGAL_STORE);
+    if (!s) {
         lua_pushliteral(L, "dga.store (closed)");
         return 1;
     }
-    dga_store *s = b->s;
     luaL_Buffer buf;
     luaL_buffinit(L, &buf);
     lua_pushfstring(L, "dga.store(%s; k = ", dga_store_dir(s));
@@ -191,7 +177,7 @@ static int l_domain_sizes(lua_State *L)
     dga_store *s = check_store(L, 1);
     int level = check_level(L, s, 2);
     int64_t k = dga_store_k(s, level);
-    int64_t *sz = scratch(L, (size_t)k * sizeof *sz);
+    int64_t *sz = dgal_scratch(L, (size_t)k * sizeof *sz);
     DGAL_CHECK(L, dga_store_domain_sizes(s, level, sz));
     dga_tensor *t = new_tensor(L, DGA_I32, 1, &k);
     for (int64_t d = 0; d < k; d++) dga_tensor_i32(t)[d] = (int32_t)sz[d];
@@ -203,42 +189,42 @@ static int l_domain_tokens(lua_State *L)
     dga_store *s = check_store(L, 1);
     int level = check_level(L, s, 2);
     int64_t k = dga_store_k(s, level);
-    int64_t *sz = scratch(L, (size_t)k * sizeof *sz);
+    int64_t *sz = dgal_scratch(L, (size_t)k * sizeof *sz);
     DGAL_CHECK(L, dga_store_domain_sizes(s, level, sz));
     dga_tensor *t = new_tensor(L, DGA_F32, 1, &k);
     for (int64_t d = 0; d < k; d++) dga_tensor_f32(t)[d] = (float)((double)sz[d] * dga_store_seq_len(s));
     return 1;
 }
 
-static int l_sequence(lua_State *L)
+/* The store row of (store, level, domain, index) at arguments 1..4, all 1-based. */
+static int64_t check_row(lua_State *L, dga_store *s)
 {
-    dga_store *s = check_store(L, 1);
     int level = check_level(L, s, 2);
     int64_t d = check_domain(L, s, level, 3);
     lua_Integer i = luaL_checkinteger(L, 4);
     int64_t first, count;
-    DGAL_CHECK(L, dga_store_domain_rows(s, level, d, &first, &count));
+    dga_status st = dga_store_domain_rows(s, level, d, &first, &count);
+    if (st != DGA_OK) dgal_error(L, st);
     if (i < 1 || i > count)
-        return luaL_argerror(L, 4, lua_pushfstring(L, "index %I outside [1, %I] in domain %I", i,
-                                                   (lua_Integer)count, (lua_Integer)d + 1));
+        luaL_argerror(L, 4, lua_pushfstring(L, "index %I outside [1, %I] in domain %I", i,
+                                            (lua_Integer)count, (lua_Integer)d + 1));
+    return first + i - 1;
+}
+
+static int l_sequence(lua_State *L)
+{
+    dga_store *s = check_store(L, 1);
+    int64_t r = check_row(L, s);
     int64_t n = dga_store_seq_len(s);
     dga_tensor *t = new_tensor(L, DGA_I32, 1, &n);
-    DGAL_CHECK(L, dga_store_row(s, first + i - 1, dga_tensor_i32(t)));
+    DGAL_CHECK(L, dga_store_row(s, r, dga_tensor_i32(t)));
     return 1;
 }
 
 static int l_info(lua_State *L)
 {
     dga_store *s = check_store(L, 1);
-    int level = check_level(L, s, 2);
-    int64_t d = check_domain(L, s, level, 3);
-    lua_Integer i = luaL_checkinteger(L, 4);
-    int64_t first, count;
-    DGAL_CHECK(L, dga_store_domain_rows(s, level, d, &first, &count));
-    if (i < 1 || i > count)
-        return luaL_argerror(L, 4, lua_pushfstring(L, "index %I outside [1, %I] in domain %I", i,
-                                                   (lua_Integer)count, (lua_Integer)d + 1));
-    int64_t r = first + i - 1;
+    int64_t r = check_row(L, s);
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, (lua_Integer)r + 1);
     lua_setfield(L, -2, "row");
@@ -254,7 +240,7 @@ static int32_t *check_ids(lua_State *L, int idx, const char *what, int64_t *n)
 {
     dga_tensor *t = dgal_to_tensor(L, idx, DGA_I32);
     int64_t m = t->numel;
-    int32_t *out = scratch(L, (size_t)m * sizeof *out);
+    int32_t *out = dgal_scratch(L, (size_t)m * sizeof *out);
     for (int64_t i = 0; i < m; i++) out[i] = dga_tensor_i32(t)[i] - 1;
     dga_tensor_release(t);
     (void)what;
@@ -309,7 +295,7 @@ static int l_sources(lua_State *L)
     int level = lua_isnoneornil(L, 2) ? 0 : check_level(L, s, 2);
     int ns = dga_store_num_sources(s);
     int64_t k = dga_store_k(s, level);
-    int64_t *c = scratch(L, (size_t)k * ns * sizeof *c);
+    int64_t *c = dgal_scratch(L, (size_t)k * ns * sizeof *c);
     DGAL_CHECK(L, dga_store_source_counts(s, level, c));
     lua_createtable(L, ns, 0);
     for (int j = 0; j < ns; j++) {
@@ -347,8 +333,8 @@ static int l_nearest(lua_State *L)
     if (n < 1) return luaL_argerror(L, 4, "expected n >= 1");
     int64_t k = dga_store_k(s, level);
     if (n > k) n = k;
-    int64_t *ids = scratch(L, (size_t)n * sizeof *ids);
-    float *sc = scratch(L, (size_t)n * sizeof *sc);
+    int64_t *ids = dgal_scratch(L, (size_t)n * sizeof *ids);
+    float *sc = dgal_scratch(L, (size_t)n * sizeof *sc);
     int got;
     DGAL_CHECK(L, dga_store_nearest(s, level, text, len, (int)n, ids, sc, &got));
     lua_createtable(L, got, 0);
@@ -383,15 +369,11 @@ static int l_manifest(lua_State *L)
 {
     dga_store *s = check_store(L, 1);
     lua_pushfstring(L, "%s/manifest.json", dga_store_dir(s));
-    FILE *f = fopen(lua_tostring(L, -1), "rb");
-    if (!f) return luaL_error(L, "%s: cannot open", lua_tostring(L, -1));
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    char chunk[4096];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, r);
-    fclose(f);
-    luaL_pushresult(&b);
+    char *text;
+    size_t len;
+    DGAL_CHECK(L, dga_file_read_all(lua_tostring(L, -1), &text, &len));
+    lua_pushlstring(L, text, len);   /* only raises when out of memory (then `text` leaks) */
+    free(text);
     return 1;
 }
 
@@ -492,15 +474,9 @@ static int l_store_build(lua_State *L)
 
 /* embedder box so the embedder is freed if an error unwinds */
 #define DGAL_EMBEDDER "dga.embedder"
-typedef struct {
-    dga_embedder *e;
-} emb_box;
-
 static int l_emb_gc(lua_State *L)
 {
-    emb_box *b = luaL_checkudata(L, 1, DGAL_EMBEDDER);
-    dga_embedder_free(b->e);
-    b->e = NULL;
+    dga_embedder_free(dgal_box_take(L, 1, DGAL_EMBEDDER));
     return 0;
 }
 
@@ -512,12 +488,12 @@ static int l_embed(lua_State *L)
     size_t *lens;
     int64_t n = check_texts(L, 1, &texts, &lens);
     if (!e) {
-        emb_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-        b->e = NULL;
-        luaL_setmetatable(L, DGAL_EMBEDDER);
-        DGAL_CHECK(L, dga_embedder_new("hash384", &b->e));
-        DGAL_CHECK(L, dga_embedder_fit(b->e, n, texts, lens));
-        e = b->e;
+        dgal_box *b = dgal_box_new(L, DGAL_EMBEDDER, 0);
+        dga_embedder *fresh;
+        DGAL_CHECK(L, dga_embedder_new("hash384", &fresh));
+        b->p = fresh;
+        DGAL_CHECK(L, dga_embedder_fit(fresh, n, texts, lens));
+        e = fresh;
     }
     int64_t shape[2] = {n, e->dim};
     dga_tensor *t = new_tensor(L, DGA_F32, 2, shape);
@@ -542,7 +518,7 @@ static int l_kmeans(lua_State *L)
         o.spherical = opt_bool(L, 3, "spherical", 0);
         o.seed_sample = opt_int(L, 3, "seed_sample", 0);
     }
-    float *c = scratch(L, (size_t)k * d * sizeof *c);
+    float *c = dgal_scratch(L, (size_t)k * d * sizeof *c);
     int64_t ashape = n;
     dga_tensor *a = new_tensor(L, DGA_I32, 1, &ashape);
     int kept;

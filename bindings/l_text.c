@@ -14,60 +14,40 @@
 
 /* ================= tokenizer ================= */
 
-typedef struct {
-    dga_bpe *tok;
-} tok_box;
-
 dga_bpe *dgal_check_tokenizer(lua_State *L, int idx)
 {
-    tok_box *b = luaL_checkudata(L, idx, DGAL_TOKENIZER);
-    if (!b->tok) luaL_argerror(L, idx, "attempt to use a closed dga.tokenizer");
-    return b->tok;
-}
-
-static tok_box *new_tok_box(lua_State *L)
-{
-    tok_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->tok = NULL;
-    luaL_setmetatable(L, DGAL_TOKENIZER);
-    return b;
+    return dgal_box_check(L, idx, DGAL_TOKENIZER);
 }
 
 void dgal_push_tokenizer(lua_State *L, dga_bpe *tok)
 {
-    new_tok_box(L)->tok = tok;
+    dgal_box_new(L, DGAL_TOKENIZER, 0)->p = tok;
 }
 
 static int tok_release(lua_State *L)
 {
-    tok_box *b = luaL_checkudata(L, 1, DGAL_TOKENIZER);
-    dga_bpe_free(b->tok);
-    b->tok = NULL;
+    dga_bpe_free(dgal_box_take(L, 1, DGAL_TOKENIZER));
     return 0;
 }
 
 static int tok_tostring(lua_State *L)
 {
-    tok_box *b = luaL_checkudata(L, 1, DGAL_TOKENIZER);
-    if (!b->tok)
+    dga_bpe *tok = dgal_box_get(L, 1, DGAL_TOKENIZER);
+    if (!tok)
         lua_pushliteral(L, "dga.tokenizer (closed)");
     else
         lua_pushfstring(L, "dga.tokenizer(byte-level BPE; vocab=%d: 256 bytes + %d merges + "
-                           "<|endoftext|>=%d)", dga_bpe_vocab_size(b->tok),
-                        dga_bpe_num_merges(b->tok), (int)dga_bpe_eot(b->tok));
+                           "<|endoftext|>=%d)", dga_bpe_vocab_size(tok),
+                        dga_bpe_num_merges(tok), (int)dga_bpe_eot(tok));
     return 1;
 }
 
 /* Training state that must not leak if a Lua iterator raises. */
-typedef struct {
-    dga_bpe_trainer *tr;
-} trainer_box;
+#define TRAINER_BOX "dga.bpe_trainer"
 
 static int trainer_gc(lua_State *L)
 {
-    trainer_box *b = luaL_checkudata(L, 1, "dga.bpe_trainer");
-    dga_bpe_trainer_free(b->tr);
-    b->tr = NULL;
+    dga_bpe_trainer_free(dgal_box_take(L, 1, TRAINER_BOX));
     return 0;
 }
 
@@ -116,15 +96,15 @@ static int l_tokenizer_train(lua_State *L)
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     int vocab = opt_int(L, 2, "vocab", 8192, 257, DGA_BPE_MAX_VOCAB, "tokenizer_train");
     lua_settop(L, 2);
-    trainer_box *box = lua_newuserdatauv(L, sizeof *box, 0);   /* index 3 */
-    box->tr = NULL;
-    luaL_setmetatable(L, "dga.bpe_trainer");
-    DGAL_CHECK(L, dga_bpe_trainer_new(&box->tr));
+    dgal_box *box = dgal_box_new(L, TRAINER_BOX, 0);   /* index 3 */
+    dga_bpe_trainer *tr;
+    DGAL_CHECK(L, dga_bpe_trainer_new(&tr));
+    box->p = tr;
     if (t == LUA_TTABLE && !callable) {
         lua_Integer n = luaL_len(L, 1);
         for (lua_Integer i = 1; i <= n; i++) {
             lua_geti(L, 1, i);
-            add_text(L, box->tr, -1, "texts entry", i);
+            add_text(L, tr, -1, "texts entry", i);
             lua_pop(L, 1);
         }
     } else {
@@ -132,14 +112,15 @@ static int l_tokenizer_train(lua_State *L)
             lua_pushvalue(L, 1);
             lua_call(L, 0, 1);
             if (lua_isnil(L, -1)) { lua_pop(L, 1); break; }
-            add_text(L, box->tr, -1, "iterator value", i);
+            add_text(L, tr, -1, "iterator value", i);
             lua_pop(L, 1);
         }
     }
-    tok_box *out = new_tok_box(L);
-    dga_status st = dga_bpe_trainer_finish(box->tr, vocab, &out->tok);
-    dga_bpe_trainer_free(box->tr);
-    box->tr = NULL;
+    dgal_box *out = dgal_box_new(L, DGAL_TOKENIZER, 0);
+    dga_bpe *tok;
+    dga_status st = dga_bpe_trainer_finish(tr, vocab, &tok);
+    if (st == DGA_OK) out->p = tok;
+    dga_bpe_trainer_free(dgal_box_take(L, 3, TRAINER_BOX));
     if (st != DGA_OK) return dgal_error(L, st);
     return 1;
 }
@@ -147,8 +128,10 @@ static int l_tokenizer_train(lua_State *L)
 static int l_tokenizer_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    tok_box *b = new_tok_box(L);
-    DGAL_CHECK(L, dga_bpe_load(path, &b->tok));
+    dgal_box *b = dgal_box_new(L, DGAL_TOKENIZER, 0);
+    dga_bpe *tok;
+    DGAL_CHECK(L, dga_bpe_load(path, &tok));
+    b->p = tok;
     return 1;
 }
 

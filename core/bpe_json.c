@@ -1,13 +1,12 @@
 /* tokenizer.json (Hugging Face `tokenizers` format) for the byte-level BPE, via jansson. */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bpe.h"
 #include "bpe_internal.h"
+#include "fileio.h"
 
 /* GPT-2's byte-to-unicode table: printable Latin-1 bytes stand for themselves, the other 68
  * bytes are moved to U+0100.. in byte order, so every token is printable text without
@@ -84,34 +83,6 @@ static json_t *byte_level(int add_prefix_space, int trim_offsets)
                      add_prefix_space, "trim_offsets", trim_offsets, "use_regex", 1);
 }
 
-static dga_status write_atomic(const char *path, const char *text)
-{
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: cannot create", tmp);
-        free(tmp);
-        return st;
-    }
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, fp) == n && fputc('\n', fp) != EOF;
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int saved = errno;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        unlink(tmp);
-        free(tmp);
-        errno = saved;
-        return dga_fail_errno(DGA_ERR_IO, "%s: write failed", path);
-    }
-    free(tmp);
-    return DGA_OK;
-}
-
 dga_status dga_bpe_save(const dga_bpe *tok, const char *path)
 {
     table_init();
@@ -167,7 +138,9 @@ dga_status dga_bpe_save(const dga_bpe *tok, const char *path)
     char *text = json_dumps(root, JSON_INDENT(2));
     json_decref(root);
     if (!text) { st = dga_fail(DGA_ERR_NOMEM, "%s: cannot serialise the JSON", path); goto done; }
-    st = write_atomic(path, text);
+    const void *parts[2] = {text, "\n"};
+    size_t sizes[2] = {strlen(text), 1};
+    st = dga_write_file_atomic(path, 2, parts, sizes);
     free(text);
 done:
     json_decref(vocab);

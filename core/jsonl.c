@@ -1,5 +1,6 @@
 /* JSON Lines / .txt reading: a sorted recursive walk, a pull reader, and skip accounting. */
 #include "jsonl.h"
+#include "fileio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -233,33 +234,6 @@ static int is_blank(const char *s, size_t n)
     return 1;
 }
 
-static dga_status read_whole(const char *path, char **buf, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
-    size_t cap = 1 << 16, n = 0;
-    char *p = malloc(cap + 1);
-    if (!p) { fclose(fp); return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path); }
-    for (;;) {
-        if (n == cap) {
-            char *q = realloc(p, cap * 2 + 1);
-            if (!q) { free(p); fclose(fp); return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path); }
-            p = q;
-            cap *= 2;
-        }
-        size_t k = fread(p + n, 1, cap - n, fp);
-        n += k;
-        if (k == 0) break;
-    }
-    int err = ferror(fp);
-    fclose(fp);
-    if (err) { free(p); return dga_fail(DGA_ERR_IO, "%s: read failed", path); }
-    p[n] = '\0';
-    *buf = p;
-    *len = n;
-    return DGA_OK;
-}
-
 static void deliver(dga_text_reader *r, dga_text_doc *doc, const char *text, size_t len,
                     size_t line)
 {
@@ -340,7 +314,7 @@ dga_status dga_text_next(dga_text_reader *r, dga_text_doc *doc)
         if (ends_with(r->cur_path, ".txt")) {
             char *buf = NULL;
             size_t len = 0, bad = 0;
-            dga_status st = read_whole(r->cur_path, &buf, &len);
+            dga_status st = dga_file_read_all(r->cur_path, &buf, &len);
             if (st != DGA_OK) return st;
             if (!dga_utf8_valid(buf, len, &bad)) {
                 free(buf);

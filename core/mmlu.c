@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "rng.h"
 
 struct dga_mmlu {
@@ -184,42 +185,6 @@ void dga_mmlu_questions_free(dga_mmlu_question *qs, size_t n)
 
 /* ------------------------------------------------------------------ loading */
 
-static dga_status read_file(const char *path, char **data, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown) {
-                free(buf);
-                fclose(f);
-                return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = grown;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        fclose(f);
-        return dga_fail_errno(DGA_ERR_IO, "%s: read failed", path);
-    }
-    fclose(f);
-    *data = buf;
-    *len = n;
-    return DGA_OK;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -286,7 +251,7 @@ dga_status dga_mmlu_load(const char *dir, dga_mmlu **out)
             }
             char *data = NULL;
             size_t n = 0;
-            st = read_file(path, &data, &n);
+            st = dga_file_read_all(path, &data, &n);
             if (st != DGA_OK) break;
             st = dga_mmlu_parse_csv(path, data, n, mm->subjects[i], &mm->q[split], &mm->n[split]);
             free(data);

@@ -1,4 +1,5 @@
 #include "npy.h"
+#include "fileio.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,51 +23,6 @@ static const struct {
 
 size_t dga_npy_dtype_size(dga_npy_dtype dtype) { return dtypes[dtype].size; }
 const char *dga_npy_dtype_descr(dga_npy_dtype dtype) { return dtypes[dtype].descr; }
-
-/* ------------------------------------------------------------------ atomic write */
-
-dga_status dga_write_file_atomic(const char *path, int nparts, const void *const *parts,
-                                 const size_t *sizes)
-{
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp) return dga_fail(DGA_ERR_INVALID, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return dga_fail_errno(DGA_ERR_IO, "%s: cannot create", tmp);
-    for (int p = 0; p < nparts; p++) {
-        const char *buf = parts[p];
-        size_t left = sizes[p];
-        while (left > 0) {
-            ssize_t w = write(fd, buf, left > (1u << 30) ? (1u << 30) : left);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: write failed", tmp);
-                close(fd);
-                unlink(tmp);
-                return st;
-            }
-            buf += w;
-            left -= (size_t)w;
-        }
-    }
-    if (fsync(fd) != 0) {
-        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: fsync failed", tmp);
-        close(fd);
-        unlink(tmp);
-        return st;
-    }
-    if (close(fd) != 0) {
-        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: close failed", tmp);
-        unlink(tmp);
-        return st;
-    }
-    if (rename(tmp, path) != 0) {
-        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: cannot rename to %s", tmp, path);
-        unlink(tmp);
-        return st;
-    }
-    return DGA_OK;
-}
 
 /* ------------------------------------------------------------------ write */
 

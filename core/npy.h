@@ -57,9 +57,4 @@ dga_status dga_npy_parse_header(const char *path, const unsigned char *buf, size
 dga_status dga_npy_map_expect(const char *path, dga_npy_dtype dtype, int ndim, dga_npy *out);
 void       dga_npy_free(dga_npy *a);
 
-/* Writes the concatenation of `nparts` buffers to `path` atomically: <path>.tmp.<pid>, fsync,
- * rename. On failure the temporary file is removed and `path` is untouched. */
-dga_status dga_write_file_atomic(const char *path, int nparts, const void *const *parts,
-                                 const size_t *sizes);
-
 #endif

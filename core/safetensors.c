@@ -1,15 +1,11 @@
 #include "safetensors.h"
+#include "fileio.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* A header is JSON text describing tensors: anything beyond this is not a real file. */
 #define MAX_HEADER (100u << 20)
@@ -125,34 +121,6 @@ static char *build_header(const dga_st_entry *e, const int *order, int n,
     return out;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable; a failure here is harmless for correctness, so it is ignored. */
-static void sync_parent_dir(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy) return;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(copy);
-}
-
 dga_status dga_safetensors_write(const char *path, const dga_st_entry *entries, int n,
                                  const dga_st_meta *meta, int n_meta)
 {
@@ -172,34 +140,24 @@ dga_status dga_safetensors_write(const char *path, const dga_st_entry *entries, 
         return dga_fail(DGA_ERR_NOMEM, "%s: cannot build the JSON header", path);
     }
 
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        free(header);
-        free(order);
-        return dga_fail_errno(DGA_ERR_IO, "%s: cannot create", tmp);
-    }
     unsigned char len8[8];
     for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)hlen >> (8 * b));
-    if (write_all(fd, len8, 8) || write_all(fd, header, hlen))
-        st = dga_fail_errno(DGA_ERR_IO, "%s: write failed", tmp);
+    dga_atomic_file af;
+    st = dga_atomic_file_open(path, &af);
+    if (st == DGA_OK) st = dga_atomic_file_write(&af, len8, 8);
+    if (st == DGA_OK) st = dga_atomic_file_write(&af, header, hlen);
     for (int k = 0; k < n && st == DGA_OK; k++) {
         const dga_st_entry *x = &entries[order[k]];
         size_t nb = dga_st_entry_nbytes(x);
         if (nb && !x->data)
             st = dga_fail(DGA_ERR_INVALID, "%s: tensor '%s' has no data", path, x->name);
-        else if (nb && write_all(fd, x->data, nb))
-            st = dga_fail_errno(DGA_ERR_IO, "%s: write failed", tmp);
+        else if (nb)
+            st = dga_atomic_file_write(&af, x->data, nb);
     }
-    if (st == DGA_OK && fsync(fd)) st = dga_fail_errno(DGA_ERR_IO, "%s: fsync failed", tmp);
-    if (close(fd) && st == DGA_OK) st = dga_fail_errno(DGA_ERR_IO, "%s: close failed", tmp);
-    if (st == DGA_OK && rename(tmp, path))
-        st = dga_fail_errno(DGA_ERR_IO, "%s: cannot rename to %s", tmp, path);
-    if (st != DGA_OK)
-        unlink(tmp);
+    if (st == DGA_OK)
+        st = dga_atomic_file_commit(&af);
     else
-        sync_parent_dir(path);
+        dga_atomic_file_abort(&af);
     free(header);
     free(order);
     return st;
@@ -232,43 +190,6 @@ void dga_safetensors_close(dga_safetensors *st)
     free(st->buf);
     free(st->path);
     free(st);
-}
-
-static dga_status read_file(const char *path, unsigned char **buf, size_t *size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
-    struct stat sb;
-    if (fstat(fd, &sb)) {
-        close(fd);
-        return dga_fail_errno(DGA_ERR_IO, "%s: cannot stat", path);
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return dga_fail(DGA_ERR_IO, "%s: not a regular file", path);
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    unsigned char *p = malloc(n ? n : 1);
-    if (!p) {
-        close(fd);
-        return dga_fail(DGA_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, n);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, p + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            dga_status st = r < 0 ? dga_fail_errno(DGA_ERR_IO, "%s: read failed", path)
-                                  : dga_fail(DGA_ERR_IO, "%s: file shrank while reading", path);
-            free(p);
-            close(fd);
-            return st;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *buf = p;
-    *size = n;
-    return DGA_OK;
 }
 
 static int json_uint(const json_t *v, uint64_t *out)
@@ -482,7 +403,9 @@ dga_status dga_safetensors_open(const char *path, dga_safetensors **out)
         return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
     }
     size_t size = 0;
-    dga_status s = read_file(path, &st->buf, &size);
+    char *bytes = NULL;
+    dga_status s = dga_file_read_all(path, &bytes, &size);
+    st->buf = (unsigned char *)bytes;
     if (s == DGA_OK) s = parse(st, size);
     if (s != DGA_OK) {
         dga_safetensors_close(st);

@@ -1,12 +1,11 @@
 /* llm.c-style token shards: validated reading, atomic writing. */
 #include "shard.h"
+#include "fileio.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* The header is little-endian on disk; convert explicitly so a big-endian host still reads
  * the same files. */
@@ -47,21 +46,13 @@ dga_status dga_shard_write(const char *path, const int32_t *tokens, size_t n, in
     put_le32(header + 8, (uint32_t)n);
     put_le32(header + 12, (uint32_t)vocab_size);
 
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: cannot create", tmp);
-        free(tmp);
-        return st;
-    }
-    int ok = fwrite(header, 1, sizeof header, fp) == sizeof header;
+    dga_atomic_file af;
+    dga_status st = dga_atomic_file_open(path, &af);
+    if (st == DGA_OK) st = dga_atomic_file_write(&af, header, sizeof header);
     /* Convert in blocks so a large shard needs no second full-size buffer. */
     unsigned char block[1 << 16];
     size_t per = sizeof block / width;
-    for (size_t i = 0; ok && i < n; i += per) {
+    for (size_t i = 0; st == DGA_OK && i < n; i += per) {
         size_t m = n - i < per ? n - i : per;
         for (size_t k = 0; k < m; k++) {
             uint32_t v = (uint32_t)tokens[i + k];
@@ -72,20 +63,13 @@ dga_status dga_shard_write(const char *path, const int32_t *tokens, size_t n, in
                 put_le32(block + 4 * k, v);
             }
         }
-        ok = fwrite(block, width, m, fp) == m;
+        st = dga_atomic_file_write(&af, block, width * m);
     }
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int saved = errno;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        unlink(tmp);
-        free(tmp);
-        errno = saved;
-        return dga_fail_errno(DGA_ERR_IO, "%s: write failed", path);
+    if (st != DGA_OK) {
+        dga_atomic_file_abort(&af);
+        return st;
     }
-    free(tmp);
-    return DGA_OK;
+    return dga_atomic_file_commit(&af);
 }
 
 /* Opens path and validates the header against the file size. */

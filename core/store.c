@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "npy.h"
 
 #define FORMAT_NAME "dgalua-store"
@@ -183,33 +184,12 @@ static int dir_is_empty(const char *dir)
 
 static dga_status copy_file(const char *src, const char *dst)
 {
-    FILE *f = fopen(src, "rb");
-    if (!f) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", src);
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1 << 16;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return dga_fail(DGA_ERR_NOMEM, "%s: cannot read into memory", src);
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return dga_fail(DGA_ERR_IO, "%s: read failed", src);
-    }
+    char *buf;
+    size_t n;
+    dga_status st = dga_file_read_all(src, &buf, &n);
+    if (st != DGA_OK) return st;
     const void *parts[1] = {buf};
-    dga_status st = dga_write_file_atomic(dst, 1, parts, &n);
+    st = dga_write_file_atomic(dst, 1, parts, &n);
     free(buf);
     return st;
 }

@@ -11,6 +11,7 @@
 -- hierarchical spherical k-means (--levels children per level, coarsest first).
 -- Prints progress on stderr and a summary with per-domain sizes on stdout.
 local argparse = require "argparse"
+local args = require "dgalib.args"
 
 local p = argparse("build_store.lua", "Build a domain store from a corpus directory.")
 p:argument("corpus", "Corpus directory (one subdirectory per source).")
@@ -28,11 +29,6 @@ p:flag("--euclidean", "Plain k-means (mean centroids, Euclidean) instead of sphe
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
 
-local function int_opt(v, name, lo)
-    local n = math.tointeger(tonumber(v))
-    if not n or n < lo then p:error(string.format("%s: expected an integer >= %d, got '%s'", name, lo, v)) end
-    return n
-end
 local function num_opt(v, name)
     local n = tonumber(v)
     if not n or n < 0 then p:error(string.format("%s: expected a number >= 0, got '%s'", name, v)) end
@@ -40,17 +36,17 @@ local function num_opt(v, name)
 end
 
 local levels = {}
-for item in a.levels:gmatch("[^,]+") do levels[#levels + 1] = int_opt(item, "--levels", 1) end
+for item in a.levels:gmatch("[^,]+") do levels[#levels + 1] = args.check_int(p, item, "--levels", 1) end
 if #levels == 0 then p:error("--levels: expected a comma-separated list such as 64,64") end
 
 local t0 = os.time()
 local clock0 = os.clock()
 dga.store_build{
     corpus = a.corpus, out = a.out, levels = levels,
-    seq_len = int_opt(a.seq_len, "--seq-len", 2),
-    tokenizer = a.tokenizer, vocab = int_opt(a.vocab, "--vocab", 257),
+    seq_len = args.check_int(p, a.seq_len, "--seq-len", 2),
+    tokenizer = a.tokenizer, vocab = args.check_int(p, a.vocab, "--vocab", 257),
     max_mb = num_opt(a.max_mb, "--max-mb"), train_mb = num_opt(a.train_mb, "--train-mb"),
-    seed = int_opt(a.seed, "--seed", 0), iters = int_opt(a.iters, "--iters", 1),
+    seed = args.check_int(p, a.seed, "--seed", 0), iters = args.check_int(p, a.iters, "--iters", 1),
     spherical = not a.euclidean, embedder = a.embedder, verbose = not a.quiet,
 }
 

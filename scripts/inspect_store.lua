@@ -9,6 +9,7 @@
 -- bytes; words of 3+ bytes); a word scores count_in_domain * ln(D / domains_containing_it)
 -- over the D shown domains, so words every domain uses sink.
 local argparse = require "argparse"
+local args = require "dgalib.args"
 
 local p = argparse("inspect_store.lua", "Inspect a domain store.")
 p:argument("store", "Store directory.")
@@ -20,18 +21,12 @@ p:option("--words", "Top words per domain.", "8")
 p:option("--nearest", "Show the domains nearest to this text instead.")
 local a = p:parse(arg)
 
-local function int_opt(v, name, lo)
-    local n = math.tointeger(tonumber(v))
-    if not n or n < lo then p:error(string.format("%s: expected an integer >= %d, got '%s'", name, lo, v)) end
-    return n
-end
-
 local s = dga.store_open(a.store)
-local level = int_opt(a.level, "--level", 1)
+local level = args.check_int(p, a.level, "--level", 1)
 if level > s:levels() then p:error(string.format("--level %d: the store has %d levels", level, s:levels())) end
-local nsamples = int_opt(a.samples, "--samples", 0)
-local nchars = int_opt(a.chars, "--chars", 10)
-local nwords = int_opt(a.words, "--words", 0)
+local nsamples = args.check_int(p, a.samples, "--samples", 0)
+local nchars = args.check_int(p, a.chars, "--chars", 10)
+local nwords = args.check_int(p, a.words, "--words", 0)
 local tok = s:tokenizer()
 local eot = tok:eot()
 local k = s:k(level)
@@ -80,7 +75,7 @@ local function shown_domains()
         return ids, scores
     end
     local ids = {}
-    for d = 1, math.min(k, int_opt(a.max_domains, "--max-domains", 1)) do ids[#ids + 1] = d end
+    for d = 1, math.min(k, args.check_int(p, a.max_domains, "--max-domains", 1)) do ids[#ids + 1] = d end
     return ids
 end
 

@@ -4,6 +4,7 @@
 --   parser:option("--steps"):convert(args.int(1))        -- integer >= 1
 --   parser:option("--lr"):convert(args.number(0))         -- finite number >= 0
 --   args.ids("1 2 3")  -> {1, 2, 3} (or nil, message)
+--   args.check_int(parser, "12", "--level", 1)  -> 12 (or the parser's error naming --level)
 --   args.fail(parser, msg)  -> prints usage + message, exits 1 (argparse's own error path)
 local M = {}
 
@@ -45,6 +46,16 @@ function M.ids(s)
     end
     if #out == 0 then return nil, "no token ids given" end
     return out
+end
+
+-- A value read as a string (a list item, a plain option): the integer >= lo it holds, or the
+-- parser's usage error naming the option.
+function M.check_int(parser, v, name, lo)
+    local n = math.tointeger(tonumber(v))
+    if not n or n < lo then
+        parser:error(string.format("%s: expected an integer >= %d, got '%s'", name, lo, v))
+    end
+    return n
 end
 
 function M.fail(parser, msg)

@@ -144,4 +144,23 @@ function M.initial(ctx, init)
     return t:normalize_()
 end
 
+-- The policy module of weights fixed for the run (uniform, natural, importance):
+-- weights(ctx) computes them once at init; update returns copies; there is no state.
+function M.fixed(name, weights)
+    local P = {}
+    P.__index = P
+    function P.new(opts)
+        M.options(name, {}, opts)
+        return setmetatable({name = name, fixed = true}, P)
+    end
+    function P:init(ctx)
+        self.weights = weights(ctx)
+        return self.weights:clone()
+    end
+    function P:update(ctx, step) return self.weights:clone() end
+    function P:state() return {tensors = {}, values = {}} end
+    function P:set_state(st) end
+    return P
+end
+
 return M

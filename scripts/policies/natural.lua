@@ -3,24 +3,6 @@
 -- that is the corpus the model can see. Fixed for the run.
 local policies = require "policies"
 
-local M = {}
-M.__index = M
-
-function M.new(opts)
-    policies.options("natural", {}, opts)
-    return setmetatable({name = "natural", fixed = true}, M)
-end
-
-function M:init(ctx)
-    self.weights = policies.available(ctx):normalize_()
-    return self.weights:clone()
-end
-
-function M:update(ctx, step)
-    return self.weights:clone()
-end
-
-function M:state() return {tensors = {}, values = {}} end
-function M:set_state(st) end
-
-return M
+return policies.fixed("natural", function(ctx)
+    return policies.available(ctx):normalize_()
+end)

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test_tmpdir.h"
+
 #include "bpe.h"
 #include "jsonl.h"
 #include "rng.h"
@@ -422,16 +424,13 @@ static char tmpdir[256];
 static int make_tmpdir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dga_test_bpe_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make(tmpdir, sizeof tmpdir, "bpe");
 }
 
 static int remove_tmpdir(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(tmpdir);
 }
 
 static void write_file(const char *path, const char *text)

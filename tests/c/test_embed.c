@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test_tmpdir.h"
+
 #include "embed.h"
 
 #define D DGA_HASH_DIM
@@ -119,8 +121,8 @@ static void idf_downweights_common_words(void **state)
 
 static void save_load_roundtrip(void **state)
 {
-    char dir[] = "/tmp/test_embed.XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(test_tmpdir_make(dir, sizeof dir, "embed"), 0);
     dga_embedder *a, *b;
     assert_int_equal(dga_embedder_new("hash384", &a), DGA_OK);
     assert_int_equal(dga_embedder_fit(a, N, corpus, NULL), DGA_OK);
@@ -136,9 +138,7 @@ static void save_load_roundtrip(void **state)
     /* A missing state file is a clear error. */
     assert_int_equal(b->load(b, "/nonexistent-dir"), DGA_ERR_IO);
     assert_non_null(strstr(dga_last_error(), "idf.npy"));
-    char cmd[100];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_tmpdir_remove(dir), 0);
     dga_embedder_free(a);
     dga_embedder_free(b);
 }

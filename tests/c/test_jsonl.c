@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "test_tmpdir.h"
+
 #include "jsonl.h"
 
 static char dir[256];
@@ -31,8 +33,7 @@ static void write_text(const char *rel, const char *text) { write_bytes(rel, tex
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/dga_test_jsonl_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (test_tmpdir_make(dir, sizeof dir, "jsonl")) return -1;
     char sub[300];
     snprintf(sub, sizeof sub, "%s/b_sub", dir);
     mkdir(sub, 0755);
@@ -61,9 +62,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(dir);
 }
 
 typedef struct {

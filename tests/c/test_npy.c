@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "npy.h"
+#include "test_tmpdir.h"
 
 static char dir[256];
 
@@ -185,15 +186,12 @@ static void atomic_write_leaves_no_temp(void **state)
 
 static int setup(void **state)
 {
-    snprintf(dir, sizeof dir, "/tmp/test_npy.XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return test_tmpdir_make(dir, sizeof dir, "npy");
 }
 
 static int teardown(void **state)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(dir);
 }
 
 int main(void)

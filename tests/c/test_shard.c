@@ -12,22 +12,20 @@
 
 #include "rng.h"
 #include "shard.h"
+#include "test_tmpdir.h"
 
 static char dir[256];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/dga_test_shard_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return test_tmpdir_make(dir, sizeof dir, "shard");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(dir);
 }
 
 static void path_of(char *buf, size_t size, const char *name)

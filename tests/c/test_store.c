@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test_tmpdir.h"
+
 #include "npy.h"
 #include "rng.h"
 #include "store.h"
@@ -328,8 +330,7 @@ static void replaces_only_stores(void **state)
 
 static int setup(void **state)
 {
-    snprintf(root, sizeof root, "/tmp/test_store.XXXXXX");
-    if (!mkdtemp(root)) return -1;
+    if (test_tmpdir_make(root, sizeof root, "store")) return -1;
     snprintf(store_dir, sizeof store_dir, "%s/store", root);
     build(store_dir, 2, 3);
     return 0;
@@ -337,9 +338,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(root);
 }
 
 int main(void)

@@ -4,24 +4,9 @@ local dga = require "dga"
 local CFG = {layers = 2, width = 16, heads = 2, context = 8, vocab = 32, batch = 2}
 local dir
 
-local function read_all(path)
-    local f = assert(io.open(path, "rb"))
-    local s = f:read("a")
-    f:close()
-    return s
-end
-
-local function write_all(path, s)
-    local f = assert(io.open(path, "wb"))
-    f:write(s)
-    f:close()
-end
-
-local function err_of(f, ...)
-    local ok, e = pcall(f, ...)
-    assert.is_false(ok, "expected an error")
-    return tostring(e)
-end
+local h = require "tests.lua.helpers"
+local err_of, write_all = h.err_of, h.write
+local function read_all(path) return assert(h.read(path)) end
 
 local function batch(shift)
     local inp, tgt = {}, {}
@@ -52,13 +37,11 @@ local function model(seed)
 end
 
 setup(function()
-    dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    dir = h.tmpdir()
 end)
 
 teardown(function()
-    if dir and dir:match("^/tmp/") then os.execute("rm -rf '" .. dir .. "'") end
+    h.rm(dir)
 end)
 
 describe("checkpoints", function()

@@ -3,53 +3,19 @@
 -- bindings are missing from this build are marked pending instead of failing.
 local dga = require "dga"
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local h = require "tests.lua.helpers"
+local shell_quote, write, read, contains = h.shell_quote, h.write, h.read, h.contains
 
-local function cwd()
-    local p = io.popen("pwd")
-    local d = p:read("l")
-    p:close()
-    return d
-end
-
-local DGALUA = os.getenv("DGALUA")
-if DGALUA and DGALUA:sub(1, 1) ~= "/" then DGALUA = cwd() .. "/" .. DGALUA end
-local ROOT = cwd()   -- busted runs from the repository top
+local DGALUA = h.DGALUA
+local ROOT = h.cwd()   -- busted runs from the repository top
 
 local tmpdir
 local function tmp(name) return tmpdir .. "/" .. name end
 
 -- Runs a shell command; returns exit code, stdout, stderr.
-local function run(cmd)
-    local errf = tmp("stderr.txt")
-    local p = io.popen(cmd .. " 2>" .. shell_quote(errf))
-    local out = p:read("a")
-    local _, _, code = p:close()
-    local f = io.open(errf, "r")
-    local err = f and f:read("a") or ""
-    if f then f:close() end
-    return code, out, err
-end
+local function run(cmd) return h.run(cmd, tmp("stderr.txt")) end
 
 local function dgalua(args) return run(shell_quote(DGALUA) .. " " .. args) end
-
-local function write(path, text)
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-end
-
-local function read(path)
-    local f = io.open(path, "r")
-    if not f then return nil end
-    local s = f:read("a")
-    f:close()
-    return s
-end
-
-local function contains(s, text)
-    assert(s:find(text, 1, true), string.format("%q does not contain %q", s, text))
-end
 
 -- Losses of a train.lua --log CSV (step,loss,grad_norm,lr).
 local function losses(path)
@@ -62,13 +28,9 @@ local function losses(path)
 end
 
 describe("dgalua", function()
-    setup(function()
-        local p = io.popen("mktemp -d")
-        tmpdir = p:read("l")
-        p:close()
-    end)
+    setup(function() tmpdir = h.tmpdir() end)
     teardown(function()
-        if tmpdir and tmpdir:match("^/tmp/") then os.execute("rm -rf " .. shell_quote(tmpdir)) end
+        h.rm(tmpdir)
     end)
 
     before_each(function()

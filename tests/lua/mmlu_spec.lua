@@ -5,18 +5,9 @@ local dga = require "dga"
 local DATA = os.getenv("DGA_SHARED_DATA") or "../shared/data"
 local MMLU = DATA .. "/mmlu"
 
-local function have_mmlu()
-    local f = io.open(MMLU .. "/test/abstract_algebra_test.csv", "r")
-    if f then f:close() return true end
-    return false
-end
-
-local function raises(text, fn, ...)
-    local ok, err = pcall(fn, ...)
-    assert.is_false(ok)
-    assert.is_truthy(tostring(err):find(text, 1, true),
-                     "error '" .. tostring(err) .. "' should contain '" .. text .. "'")
-end
+local h = require "tests.lua.helpers"
+local function have_mmlu() return h.exists(MMLU .. "/test/abstract_algebra_test.csv") end
+local raises, write, rmrf = h.raises, h.write, h.rm
 
 -- A byte-level tokenizer (id = byte value): any object with :encode works for mmlu_score.
 local bytes_tok = {
@@ -27,18 +18,7 @@ local bytes_tok = {
     end,
 }
 
-local function tmpdir()
-    local p = os.tmpname()
-    os.remove(p)
-    assert(os.execute("mkdir -p '" .. p .. "/dev' '" .. p .. "/val' '" .. p .. "/test'"))
-    return p
-end
-
-local function write(path, text)
-    local f = assert(io.open(path, "wb"))
-    f:write(text)
-    f:close()
-end
+local function tmpdir() return h.tmpdir("dev", "val", "test") end
 
 -- One subject "toy" whose test file holds `csv`.
 local function toy_release(csv)
@@ -48,8 +28,6 @@ local function toy_release(csv)
     write(d .. "/test/toy_test.csv", csv)
     return d
 end
-
-local function rmrf(d) os.execute("rm -rf '" .. d .. "'") end
 
 describe("dga.mmlu_load", function()
     it("reads the real release: counts, subjects, a/b halves", function()

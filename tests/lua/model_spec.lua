@@ -25,13 +25,7 @@ local function batch(B, T, V, offset)
     return x, y
 end
 
--- Asserts that fn(...) raises an error whose message contains `text` (plain match).
-local function raises(text, fn, ...)
-    local ok, err = pcall(fn, ...)
-    assert.is_false(ok, "expected an error containing: " .. text)
-    err = tostring(err)
-    assert(err:find(text, 1, true), string.format("error %q does not contain %q", err, text))
-end
+local raises = require("tests.lua.helpers").raises
 
 describe("dga.gpt", function()
     it("constructs with the given configuration", function()

@@ -3,14 +3,8 @@
 -- ordering or gathering were wrong).
 local dga = dga or require "dga"
 
-local function tmpdir()
-    local p = os.tmpname()
-    os.remove(p)
-    assert(os.execute("mkdir -p '" .. p .. "'"))
-    return p
-end
-
-local function rm(p) os.execute("rm -rf '" .. p .. "'") end
+local h = require "tests.lua.helpers"
+local tmpdir, rm = h.tmpdir, h.rm
 
 -- Words of source 1 use letters a..m, source 2 letters n..z.
 local function make_words(r, first, count)

@@ -3,12 +3,7 @@ local dga = require "dga"
 
 local function close_to(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) * math.max(1, math.abs(b)) end
 
--- Runs f and returns its error message (fails the test if f succeeds).
-local function err_of(f, ...)
-    local ok, e = pcall(f, ...)
-    assert.is_false(ok, "expected an error")
-    return tostring(e)
-end
+local err_of = require("tests.lua.helpers").err_of
 
 describe("dga.tensor construction", function()
     it("builds from nested tables with shape and dtype", function()

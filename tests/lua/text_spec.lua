@@ -5,29 +5,9 @@ local dga = require "dga"
 
 local DATA = os.getenv("DGA_SHARED_DATA") or "../shared/data"
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function cwd()
-    local p = io.popen("pwd")
-    local d = p:read("l")
-    p:close()
-    return d
-end
-
-local DGALUA = os.getenv("DGALUA")
-if DGALUA and DGALUA:sub(1, 1) ~= "/" then DGALUA = cwd() .. "/" .. DGALUA end
-
-local function write(path, text)
-    local f = assert(io.open(path, "wb"))
-    f:write(text)
-    f:close()
-end
-
-local function exists(path)
-    local f = io.open(path, "rb")
-    if f then f:close() end
-    return f ~= nil
-end
+local h = require "tests.lua.helpers"
+local shell_quote, write, exists = h.shell_quote, h.write, h.exists
+local DGALUA = h.DGALUA
 
 local corpus = {
     "The cat sat on the mat. The cat's hat was on the mat.",
@@ -40,9 +20,7 @@ describe("text", function()
     local dir
 
     setup(function()
-        dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p " .. shell_quote(dir .. "/corpus/alpha") .. " " .. shell_quote(dir .. "/corpus/beta")))
+        dir = h.tmpdir("corpus/alpha", "corpus/beta")
         write(dir .. "/corpus/alpha/part-000.jsonl",
               '{"text": "first alpha document"}\n' ..
               'not json at all\n' ..
@@ -52,7 +30,7 @@ describe("text", function()
     end)
 
     teardown(function()
-        if dir then os.execute("rm -rf " .. shell_quote(dir)) end
+        h.rm(dir)
     end)
 
     describe("reading", function()
@@ -243,14 +221,7 @@ describe("text", function()
 
     describe("command-line tools", function()
         local function run(args)
-            local errf = dir .. "/stderr.txt"
-            local p = io.popen(shell_quote(DGALUA) .. " " .. args .. " 2>" .. shell_quote(errf))
-            local out = p:read("a")
-            local _, _, code = p:close()
-            local f = io.open(errf, "r")
-            local err = f and f:read("a") or ""
-            if f then f:close() end
-            return code, out, err
+            return h.run(shell_quote(DGALUA) .. " " .. args, dir .. "/stderr.txt")
         end
 
         it("train_tokenizer.lua then tokenize.lua make a shard that decodes to the corpus", function()

@@ -1,0 +1,167 @@
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* write(2) may write less than asked, and caps one call near 2 GiB on Linux. */
+#define DGA_IO_CHUNK ((size_t)1 << 30)
+
+static void release(dga_atomic_file *af)
+{
+    free(af->path);
+    free(af->tmp);
+    af->path = af->tmp = NULL;
+    af->fd = -1;
+}
+
+dga_status dga_atomic_file_open(const char *path, dga_atomic_file *af)
+{
+    af->fd = -1;
+    af->path = strdup(path);
+    int n = snprintf(NULL, 0, "%s.tmp.%ld", path, (long)getpid());
+    af->tmp = n > 0 ? malloc((size_t)n + 1) : NULL;
+    if (!af->path || !af->tmp) {
+        release(af);
+        return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(af->tmp, (size_t)n + 1, "%s.tmp.%ld", path, (long)getpid());
+    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (af->fd < 0) {
+        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: cannot create", af->tmp);
+        release(af);
+        return st;
+    }
+    return DGA_OK;
+}
+
+dga_status dga_atomic_file_write(dga_atomic_file *af, const void *buf, size_t n)
+{
+    if (af->fd < 0) return dga_fail(DGA_ERR_INVALID, "atomic file written after commit or abort");
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(af->fd, p, n > DGA_IO_CHUNK ? DGA_IO_CHUNK : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return dga_fail_errno(DGA_ERR_IO, "%s: write failed", af->tmp);
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return DGA_OK;
+}
+
+void dga_atomic_file_abort(dga_atomic_file *af)
+{
+    if (af->fd < 0 && !af->tmp) return;
+    if (af->fd >= 0) close(af->fd);
+    if (af->tmp) unlink(af->tmp);
+    release(af);
+}
+
+/* Makes the rename itself durable. Failing here loses no data already in place, so it is
+ * best-effort. */
+static void sync_parent_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+dga_status dga_atomic_file_commit(dga_atomic_file *af)
+{
+    if (af->fd < 0) return dga_fail(DGA_ERR_INVALID, "atomic file committed after commit or abort");
+    dga_status st = DGA_OK;
+    if (fsync(af->fd) != 0) st = dga_fail_errno(DGA_ERR_IO, "%s: fsync failed", af->tmp);
+    int rc = close(af->fd);
+    af->fd = -1;
+    if (rc != 0 && st == DGA_OK) st = dga_fail_errno(DGA_ERR_IO, "%s: close failed", af->tmp);
+    if (st == DGA_OK && rename(af->tmp, af->path) != 0)
+        st = dga_fail_errno(DGA_ERR_IO, "%s: cannot rename to %s", af->tmp, af->path);
+    if (st != DGA_OK) {
+        dga_atomic_file_abort(af);
+        return st;
+    }
+    sync_parent_dir(af->path);
+    release(af);
+    return DGA_OK;
+}
+
+dga_status dga_write_file_atomic(const char *path, int nparts, const void *const *parts,
+                                 const size_t *sizes)
+{
+    dga_atomic_file af;
+    dga_status st = dga_atomic_file_open(path, &af);
+    for (int p = 0; p < nparts && st == DGA_OK; p++)
+        st = dga_atomic_file_write(&af, parts[p], sizes[p]);
+    if (st != DGA_OK) {
+        dga_atomic_file_abort(&af);
+        return st;
+    }
+    return dga_atomic_file_commit(&af);
+}
+
+dga_status dga_file_read_all(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
+    struct stat sb;
+    dga_status st = DGA_OK;
+    if (fstat(fd, &sb) != 0)
+        st = dga_fail_errno(DGA_ERR_IO, "%s: cannot stat", path);
+    else if (!S_ISREG(sb.st_mode))
+        st = dga_fail(DGA_ERR_IO, "%s: not a regular file", path);
+    /* The size is a hint: a file that grows while it is read is read to its end. */
+    size_t cap = st == DGA_OK ? (size_t)sb.st_size + 1 : 0, n = 0;
+    char *p = st == DGA_OK ? malloc(cap) : NULL;
+    if (st == DGA_OK && !p) st = dga_fail(DGA_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, cap);
+    while (st == DGA_OK) {
+        if (n + 1 == cap) {
+            /* Full as stat said: probe for more before growing, so the usual case never
+             * holds a second copy. */
+            char probe[4096];
+            ssize_t r = read(fd, probe, sizeof probe);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) st = dga_fail_errno(DGA_ERR_IO, "%s: read failed", path);
+            if (r <= 0) break;
+            size_t need = n + (size_t)r + 1, grow = cap * 2 > need ? cap * 2 : need;
+            char *grown = realloc(p, grow);
+            if (!grown) {
+                st = dga_fail(DGA_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, grow);
+                break;
+            }
+            p = grown;
+            cap = grow;
+            memcpy(p + n, probe, (size_t)r);
+            n += (size_t)r;
+            continue;
+        }
+        size_t want = cap - 1 - n;
+        ssize_t r = read(fd, p + n, want > DGA_IO_CHUNK ? DGA_IO_CHUNK : want);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) st = dga_fail_errno(DGA_ERR_IO, "%s: read failed", path);
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (st != DGA_OK) {
+        free(p);
+        return st;
+    }
+    p[n] = '\0';
+    *buf = p;
+    *len = n;
+    return DGA_OK;
+}

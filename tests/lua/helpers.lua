@@ -1,0 +1,86 @@
+-- Helpers shared by the busted specs: files, temporary directories, the dgalua executable,
+-- error assertions. Specs run from the repository top, so they load this file with
+--   local h = require "tests.lua.helpers"
+local assert = require "luassert"
+
+local M = {}
+
+function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The current directory (busted runs from the repository top).
+function M.cwd()
+    local p = io.popen("pwd")
+    local d = p:read("l")
+    p:close()
+    return d
+end
+
+-- $DGALUA (set by tests/run) as an absolute path, so it works after a `cd`; nil when unset.
+M.DGALUA = os.getenv("DGALUA")
+if M.DGALUA and M.DGALUA:sub(1, 1) ~= "/" then M.DGALUA = M.cwd() .. "/" .. M.DGALUA end
+
+function M.write(path, text)
+    local f = assert(io.open(path, "wb"))
+    f:write(text)
+    f:close()
+end
+
+-- The contents of a file, or nil when it cannot be opened.
+function M.read(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local s = f:read("a")
+    f:close()
+    return s
+end
+
+function M.exists(path)
+    local f = io.open(path, "rb")
+    if f then f:close() end
+    return f ~= nil
+end
+
+-- A fresh directory under /tmp, with the given subdirectories created in it.
+function M.tmpdir(...)
+    local p = os.tmpname()
+    os.remove(p)
+    local dirs = {M.shell_quote(p)}
+    for _, sub in ipairs({...}) do dirs[#dirs + 1] = M.shell_quote(p .. "/" .. sub) end
+    assert(os.execute("mkdir -p " .. table.concat(dirs, " ")))
+    return p
+end
+
+-- Removes a tree made by tmpdir (anything outside /tmp is left alone).
+function M.rm(path)
+    if path and path:match("^/tmp/") then os.execute("rm -rf " .. M.shell_quote(path)) end
+end
+
+-- Runs a shell command with its stderr sent to the file errf; returns the exit code, stdout
+-- and stderr.
+function M.run(cmd, errf)
+    local p = io.popen(cmd .. " 2>" .. M.shell_quote(errf))
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return code, out, M.read(errf) or ""
+end
+
+-- Runs fn(...) and returns its error message; fails the test if fn succeeds.
+function M.err_of(fn, ...)
+    local ok, e = pcall(fn, ...)
+    assert.is_false(ok, "expected an error")
+    return tostring(e)
+end
+
+-- Asserts that s contains text (a plain match, not a pattern).
+function M.contains(s, text)
+    assert(s:find(text, 1, true), string.format("%q does not contain %q", s, text))
+end
+
+-- Asserts that fn(...) raises an error whose message contains text (plain match).
+function M.raises(text, fn, ...)
+    local err = M.err_of(fn, ...)
+    M.contains(err, text)
+    return err
+end
+
+return M
