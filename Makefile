@@ -10,7 +10,8 @@ SAN      ?=
 CC       ?= cc
 PKGS     := lua5.4 openblas jansson
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
-            libcsv-dev libjansson-dev libreadline-dev libcmocka-dev lua-argparse lua-busted gnuplot-nox
+            libcsv-dev libjansson-dev libreadline-dev libcmocka-dev lua-argparse lua-busted \
+            lua-filesystem gnuplot-nox
 
 OPT      ?= -O3 -march=native
 SANITIZE := -fsanitize=address,undefined

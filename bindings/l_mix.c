@@ -354,6 +354,8 @@ static int l_basis(lua_State *L)
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 1, 2, "columns is empty, expected a list of N >= 1 histograms");
     const float **cols = dgal_scratch(L, (size_t)n * sizeof *cols);   /* stack 3 */
+    /* Converted columns are anchored in a table, not on the stack: N is unbounded. */
+    lua_createtable(L, (int)n, 0);                                      /* stack 4 */
     for (lua_Integer j = 1; j <= n; j++) {
         lua_geti(L, 2, j);
         dga_tensor *t = anchored_f32(L, lua_gettop(L));
@@ -361,7 +363,8 @@ static int l_basis(lua_State *L)
             luaL_argerror(L, 2, lua_pushfstring(L, "column %I has %I entries, expected k = %I", j,
                                                 (lua_Integer)t->numel, k));
         cols[j - 1] = dga_tensor_f32(t);
-        lua_replace(L, -2);   /* keep the anchored tensor, drop the raw value */
+        lua_rawseti(L, 4, j);   /* keep the anchored tensor */
+        lua_pop(L, 1);          /* drop the raw value */
     }
     dgal_box *b = dgal_box_new(L, DGAL_BASIS, 0);
     dga_basis *P;
@@ -548,6 +551,10 @@ static int l_align(lua_State *L)
 
     dga_batch target = to_batch(L, 2, 3, 2, "target batch");
     dga_batch *batches = dgal_scratch(L, (size_t)k * sizeof *batches);
+    /* The converted tensors of every batch are anchored in a table, not on the stack:
+     * k is unbounded and the Lua stack is not. */
+    lua_createtable(L, (int)(2 * k), 0);
+    int anchors = lua_gettop(L);
     for (lua_Integer i = 1; i <= k; i++) {
         lua_geti(L, 4, i);
         int e = lua_gettop(L);
@@ -565,6 +572,9 @@ static int l_align(lua_State *L)
         snprintf(what, sizeof what, "batches[%lld]", (long long)i);
         batches[i - 1] = to_batch(L, e + 1, e + 2, 4, what);
         /* stack: e, in, tg, in-box, tg-box: the boxes keep the data alive */
+        lua_rawseti(L, anchors, 2 * i);
+        lua_rawseti(L, anchors, 2 * i - 1);
+        lua_settop(L, e - 1);
     }
     double *res = dgal_scratch(L, (size_t)k * 4 * sizeof *res);
     dga_align_result r = {.align = res, .dot = res + k, .loss = res + 2 * k, .grad_norm = res + 3 * k};

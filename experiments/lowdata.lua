@@ -28,8 +28,8 @@ local a = p:parse(arg)
 if a.threads and dga.set_threads then dga.set_threads(a.threads) end
 
 local preset = a.quick and {
-    max_mb = 0.4, seq_len = 65, vocab = 2048, steps = 160, batch = 16, T_r = 40,
-    eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 4, lr = 3e-3,
+    max_mb = 0.4, seq_len = 65, vocab = 2048, steps = 320, batch = 16, T_r = 40,
+    eval_every = 80, layers = 2, width = 64, heads = 4, align_batch = 4, lr = 3e-3,
     spec_train = 64, spec_heldout = 32, budgets = "4,16,0",
 } or {
     max_mb = 0, seq_len = 129, vocab = 4096, steps = 1500, batch = 16, T_r = 100,
@@ -109,6 +109,24 @@ exp.print_table(rows, {{"run", "%s"}, {"budget", "%s", "seqs/domain"}, {"policy"
                 a.out .. "/comparison.csv")
 if not a.no_plot then
     local plot = require "plot"
+    -- The comparison figure: final specific loss against the budget, one line per policy.
+    local xlabels, series = {}, {}
+    for i, budget in ipairs(budgets) do xlabels[i] = budget == 0 and "unlimited" or tostring(budget) end
+    for j, pol in ipairs(policies) do
+        local label = pol.label or pol.name
+        series[j] = {name = label, values = {}}
+        for _, r in ipairs(rows) do
+            if r.policy == label then
+                for i, x in ipairs(xlabels) do
+                    if r.budget == x then series[j].values[i] = r.specific_loss end
+                end
+            end
+        end
+    end
+    local cmp = plot.series_figure(a.out .. "/plots", "comparison", xlabels, series,
+                                   {title = "final specific loss (" .. a.target .. ") by token budget",
+                                    xlabel = "sequences per domain", ylabel = "specific loss"})
+    print("figure: " .. cmp.png)
     for _, budget in ipairs(budgets) do
         local runs = {}
         for i, d in ipairs(dirs_by_budget[budget]) do runs[i] = plot.read_run(d) end

@@ -8,8 +8,9 @@
 -- its loss (same rendering) and 0-shot accuracy (letter log-likelihood scoring).
 -- Generic pool: a domain store over the whole corpus, clustered hierarchically (64 coarse
 -- domains, each split into up to 64 leaves: k = 64 and k = 4096 at the two levels).
--- Basis sets: the N corpus domains (each one's IS histogram over the k domains of the level)
--- plus the specific set's own IS histogram (N + 1 columns of P).
+-- Basis sets: the N corpus domains (each one's histogram over the k domains of the level:
+-- where its sequences landed in the clustering) plus the specific set's own IS histogram
+-- (N + 1 columns of P).
 -- Runs, at each k: natural (the store's natural mixture), IS (the MMLU_a histogram, fixed),
 -- DGA distribution reweighting (dga_dist over the N + 1 basis distributions).
 -- Output: a table like the paper's Table 2 (MMLU_b loss, average basis loss, MMLU accuracy),
@@ -31,13 +32,13 @@ local a = p:parse(arg)
 if a.threads and dga.set_threads then dga.set_threads(a.threads) end
 
 local preset = a.quick and {
-    max_mb = 0.25, seq_len = 65, vocab = 2048, steps = 160, batch = 16, T_r = 40,
-    eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 8, lr = 3e-3,
-    basis_docs = 60, basis_heldout = 8, spec_heldout = 48, score = 200,
+    max_mb = 0.25, seq_len = 65, vocab = 2048, steps = 480, batch = 16, T_r = 40,
+    eval_every = 80, layers = 2, width = 64, heads = 4, align_batch = 8, lr = 3e-3,
+    basis_heldout = 8, spec_heldout = 48, score = 200, beta = 0.3,
 } or {
     max_mb = 3, seq_len = 129, vocab = 4096, steps = 2000, batch = 16, T_r = 100,
     eval_every = 100, layers = 4, width = 128, heads = 4, align_batch = 16, lr = 2e-3,
-    basis_docs = 400, basis_heldout = 32, spec_heldout = 256, score = 0,
+    basis_heldout = 32, spec_heldout = 256, score = 0, beta = 0.1,
 }
 local steps = a.steps or preset.steps
 local levels = {}
@@ -77,24 +78,29 @@ io.stderr:write(string.format("specific set %s: %d questions -> %d sequences; MM
                               #q_eval, spec_heldout:shape()[1], #q_score))
 
 -- ---- basis sets: the corpus domains (+ the specific set itself) --------------------------
+-- Basis j's histogram: where the store's sequences from corpus domain j landed among the k
+-- domains of the level (the store records each sequence's source directory). The specific
+-- set's own column is its IS histogram (its texts assigned to the nearest centroids).
 local domains = data.corpus_domains(corpus)
-local basis_texts, basis_heldout = {}, {}
-for j, d in ipairs(domains) do
-    local texts = exp.domain_texts(corpus, d, preset.basis_docs)
-    basis_texts[j] = texts
-    -- Held-out sequences for the basis loss: the domain's later documents, tokenised.
-    -- (The store may also hold them when it read the whole domain; with --quick it reads
-    -- only the first max_mb of each domain, and these are read from its end.)
+local basis_heldout = {}
+for _, d in ipairs(domains) do
+    -- Held-out sequences for the basis loss: the domain's last documents, tokenised. (The
+    -- store also holds them when it read the whole domain; with --quick it reads only the
+    -- first max_mb of each domain, so these are unseen.)
     local all = dga.read_texts(corpus .. "/" .. d)
     local tail = {}
     for i = math.max(1, #all - 40), #all do tail[#tail + 1] = all[i] end
-    basis_heldout[j] = exp.text_seqs(tok, tail, preset.seq_len, preset.basis_heldout)
+    basis_heldout[d] = exp.text_seqs(tok, tail, preset.seq_len, preset.basis_heldout)
 end
 
 local function basis_for(level)
+    local k = store:k(level)
+    local names, counts = store:sources(level)
     local b = {}
-    for j, d in ipairs(domains) do
-        b[j] = {name = d, heldout = basis_heldout[j], histogram = store:histogram(basis_texts[j], level)}
+    for j, name in ipairs(names) do
+        local h = dga.zeros(k)
+        for d = 1, k do h[d] = counts:at(d, j) end
+        b[#b + 1] = {name = name, heldout = basis_heldout[name], histogram = h:normalize()}
     end
     b[#b + 1] = {name = "specific (IS)", histogram = store:histogram(spec_texts, level)}
     return b
@@ -126,7 +132,7 @@ for level = 1, store:levels() do
         config(string.format("natural_k%d", k), level, {name = "natural"}, {basis = basis}),
         config(string.format("is_k%d", k), level, {name = "importance"},
                {basis = basis, is_histogram = is_hist}),
-        config(string.format("dga_dist_k%d", k), level, {name = "dga_dist", beta = 0.1},
+        config(string.format("dga_dist_k%d", k), level, {name = "dga_dist", beta = preset.beta},
                {basis = basis, dist = true}),
     }
     for _, cfg in ipairs(runs) do

@@ -21,13 +21,13 @@ local a = p:parse(arg)
 if a.threads and dga.set_threads then dga.set_threads(a.threads) end
 
 local preset = a.quick and {
-    max_mb = 0.4, k = 16, seq_len = 65, vocab = 2048, steps = 300, batch = 16, T_r = 50,
-    eval_every = 50, layers = 2, width = 64, heads = 4, align_batch = 8, spec_train = 64,
-    spec_heldout = 32, lr = 3e-3,
+    max_mb = 0.4, k = 16, seq_len = 65, vocab = 2048, steps = 800, batch = 16, T_r = 40,
+    eval_every = 80, layers = 2, width = 64, heads = 4, align_batch = 16, spec_train = 64,
+    spec_heldout = 32, lr = 3e-3, beta = 0.3,
 } or {
     max_mb = 2, k = 32, seq_len = 129, vocab = 4096, steps = 1500, batch = 16, T_r = 100,
     eval_every = 100, layers = 4, width = 128, heads = 4, align_batch = 16, spec_train = 256,
-    spec_heldout = 64, lr = 2e-3,
+    spec_heldout = 64, lr = 2e-3, beta = 0.1,
 }
 local steps = a.steps or preset.steps
 
@@ -58,7 +58,7 @@ local function config(policy)
 end
 
 local rows = {}
-for _, policy in ipairs{{name = "uniform"}, {name = "dga", beta = 0.1}} do
+for _, policy in ipairs{{name = "uniform"}, {name = "dga", beta = preset.beta}} do
     io.stderr:write(string.format("== %s\n", policy.name))
     local s = exp.run(config(policy), a)
     rows[#rows + 1] = s

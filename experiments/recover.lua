@@ -20,16 +20,19 @@ p:option("--mix", "Proportions of the two source domains in the specific set.", 
 p:option("--domains", "The two store domains (1-based, level 1) the specific set is made of; "
          .. "default: the two largest.")
 p:option("--k", "Domains of the generic pool.", "8"):convert(tonumber)
-p:option("--eta", "DGA step size (default: set against std(a), the policy's eta_mode 'std').")
+p:option("--eta", "Fixed DGA step size (default: set against std(a), the policy's eta_mode 'std').")
     :convert(tonumber)
+p:option("--target-change", "Log-weight change per update when eta is set against std(a).", "0.1")
+    :convert(tonumber)
+p:option("--beta", "EMA coefficient of DGA.", "0.1"):convert(tonumber)
 local a = p:parse(arg)
 if a.threads and dga.set_threads then dga.set_threads(a.threads) end
 
 local preset = a.quick and {
-    max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 240, batch = 16, T_r = 20,
+    max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 1200, batch = 16, T_r = 10,
     eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 16, lr = 3e-3, n_spec = 160,
 } or {
-    max_mb = 2, seq_len = 129, vocab = 4096, steps = 1500, batch = 16, T_r = 50,
+    max_mb = 2, seq_len = 129, vocab = 4096, steps = 3000, batch = 16, T_r = 25,
     eval_every = 100, layers = 4, width = 128, heads = 4, align_batch = 32, lr = 2e-3, n_spec = 512,
 }
 local steps = a.steps or preset.steps
@@ -103,8 +106,8 @@ local function tv(w)
     return s / 2
 end
 
-local policy = {name = "dga", beta = 0.3}
-if a.eta then policy.eta = a.eta end
+local policy = {name = "dga", beta = a.beta, target_change = a.target_change}
+if a.eta then policy.eta, policy.eta_mode, policy.target_change = a.eta, "fixed", nil end
 local cfg = {
     name = "recover_dga", run_dir = a.out .. "/dga", seed = a.seed,
     steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
@@ -140,10 +143,16 @@ print(string.format("TV(natural mixture, target) = %.4f", tv(natural)))
 local rows = {}
 for _, st in ipairs(steps_list) do
     local w = by_step[st]
-    rows[#rows + 1] = {step = st, tv = tv(w), w1 = w[pair[1]], w2 = w[pair[2]]}
+    local w1, w2 = w[pair[1]], w[pair[2]]
+    rows[#rows + 1] = {step = st, tv = tv(w), w1 = w1, w2 = w2, support = w1 + w2,
+                       share = w1 / (w1 + w2)}
 end
+-- Besides TV: the mass on the two source domains (target: 1) and the first one's share of
+-- it (target: mix[1]).
 exp.print_table(rows, {{"step", "%d"}, {"tv", "%.4f", "TV(alpha, target)"},
-                       {"w1", "%.4f", "w[" .. pair[1] .. "]"}, {"w2", "%.4f", "w[" .. pair[2] .. "]"}},
+                       {"w1", "%.4f", "w[" .. pair[1] .. "]"}, {"w2", "%.4f", "w[" .. pair[2] .. "]"},
+                       {"support", "%.3f", "mass on both (-> 1)"},
+                       {"share", "%.3f", string.format("share of %d (-> %.2f)", pair[1], mix[1])}},
                 a.out .. "/distance.csv")
 print(string.format("final specific loss %.4f; TV went %.4f -> %.4f", s.specific_loss or 0/0,
                     rows[1].tv, rows[#rows].tv))

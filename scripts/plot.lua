@@ -112,6 +112,12 @@ function M.loss_figure(runs, out, opts)
     return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
 end
 
+-- Distinct colours for the stacked areas (a qualitative palette); "other" is grey.
+local PALETTE = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                 "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+                 "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5"}
+local OTHER = "#b0b0b0"
+
 -- Weights over time as stacked areas: top `top` domains by mean weight, the rest as "other".
 -- Weights are piecewise constant between updates, drawn as steps.
 function M.weights_figure(run, out, opts)
@@ -174,10 +180,11 @@ function M.weights_figure(run, out, opts)
     for c = 1, ncol do
         local title = c <= #shown and (run.domain_names[shown[c]] or ("domain " .. shown[c]))
                       or "other"
+        local colour = c <= #shown and PALETTE[(c - 1) % #PALETTE + 1] or OTHER
         local lower = c == 1 and "(0)" or tostring(c)
         plots[#plots + 1] = string.format(
-            "%s using 1:%s:%d with filledcurves fs solid 0.85 noborder lc %d title %s",
-            gq(dat), lower, c + 1, c, gq(title))
+            "%s using 1:%s:%d with filledcurves fs solid 0.85 noborder lc rgb %s title %s",
+            gq(dat), lower, c + 1, gq(colour), gq(title))
     end
     local preamble = table.concat({
         "set termoption noenhanced",
@@ -188,6 +195,45 @@ function M.weights_figure(run, out, opts)
         string.format("set xrange [%s:%s]", tostring(steps[1]), tostring(last_step)),
         "set key outside right top",
         "set grid front",
+    }, "\n")
+    return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
+end
+
+-- Final values against a categorical x axis, one line per series (e.g. the specific loss
+-- against the token budget, one line per policy). xlabels: list of strings; series: list of
+-- {name =, values = {y per x label (nil: missing)}}.
+function M.series_figure(out, stem, xlabels, series, opts)
+    opts = opts or {}
+    runinfo.mkdir_p(out)
+    local rows = {"# x label " .. table.concat((function()
+        local n = {}
+        for i, sr in ipairs(series) do n[i] = safe(sr.name) end
+        return n
+    end)(), " ")}
+    for i, label in ipairs(xlabels) do
+        local vals = {tostring(i - 1), gq(label)}
+        for _, sr in ipairs(series) do
+            local v = sr.values[i]
+            vals[#vals + 1] = (type(v) == "number" and v == v) and string.format("%.9g", v) or "NaN"
+        end
+        rows[#rows + 1] = table.concat(vals, " ")
+    end
+    local dat = out .. "/" .. stem .. ".dat"
+    runinfo.write_atomic(dat, table.concat(rows, "\n") .. "\n")
+    local plots = {}
+    for j, sr in ipairs(series) do
+        plots[#plots + 1] = string.format("%s using 1:%d:xticlabels(2) with linespoints lw 2 pt 7 "
+                                          .. "lc rgb %s title %s", gq(dat), j + 2,
+                                          gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(sr.name))
+    end
+    local preamble = table.concat({
+        "set termoption noenhanced",
+        "set title " .. gq(opts.title or stem),
+        "set xlabel " .. gq(opts.xlabel or ""),
+        "set ylabel " .. gq(opts.ylabel or ""),
+        string.format("set xrange [-0.3:%g]", #xlabels - 0.7),
+        "set key top right",
+        "set grid",
     }, "\n")
     return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
 end

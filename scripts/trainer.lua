@@ -3,6 +3,8 @@
 --   local trainer = require "trainer"
 --   local summary = trainer.run(cfg)                    -- a fresh run
 --   local summary = trainer.run(cfg, {resume = true})   -- continue cfg.run_dir's last checkpoint
+--   local summary = trainer.resume(run_dir)             -- the same from the run directory alone
+--   dgalua scripts/trainer.lua --resume RUN_DIR [--steps N] [--quiet]     (command line)
 --
 -- Every step draws a batch from the mixture sampler with the current weights (the store's
 -- gather does the copy in C), runs forward / backward / clip / AdamW with the scheduled lr.
@@ -16,12 +18,23 @@
 --                   non-zero entries)
 --   alignments.csv  step,domain,align,loss,grad_norm,target_loss,target_norm + the fields the
 --                   policy passes to ctx.log (g_spe_sq, mean_abs_a, std_a, ...)
---   epochs.csv      step,domain,epochs,drawn (at every metrics row; k > sparse_k: drawn > 0)
+--   epochs.csv      step,domain,epochs,drawn,capped (at every metrics row; k > sparse_k: only
+--                   domains drawn from; capped = 1 once a domain reached cfg.epoch_cap)
 --   domains.csv     domain,name,size,available
---   config.lua      the full configuration (data given as tensors is described, not copied)
+--   config.lua      the full configuration; tensors in it (specific set, held-out sets,
+--                   histograms, tensor domains) are saved as data/<path>.npy and referenced
+--                   as {tensor_file = "data/<path>.npy"}, so a run directory resumes alone
 --   ckpt-<step>.safetensors + latest   checkpoints: model, AdamW moments, sampler state,
 --                   policy state, rng state, history; "latest" names the last complete one.
--- Only `seconds` differs between an interrupted-and-resumed run and an uninterrupted one.
+-- Only `seconds` differs between an interrupted-and-resumed run and an uninterrupted one
+-- (same seed, same thread count): resume truncates the CSVs to the checkpoint's step (a
+-- torn last line included) and appends. Checkpoints: ckpt-<step>.safetensors is written
+-- atomically by the core (tmp + fsync + rename), then "latest" is replaced atomically, then
+-- older checkpoints are removed; a resume reads "latest" (or the newest complete
+-- ckpt-*.safetensors when the pointer is missing) and ignores *.tmp.* files.
+-- Test hooks (opts): stop_at = step (stop cleanly there, with a checkpoint; must be a
+-- metrics step), die_after_step / die_before_pointer = step (os.exit without cleanup, for
+-- the crash tests).
 --
 -- Configuration (defaults in M.defaults):
 --   run_dir, name, seed, steps, batch, T_r, eval_every, checkpoint_every (multiple of
@@ -38,7 +51,8 @@
 --   dist      true: distribution reweighting over the basis histograms (P = their columns)
 --   policy    {name = "uniform"|"natural"|"importance"|"dga"|"dga_dist"|..., <options>}
 --   is_histogram  float32 k (the importance policy's histogram; ctx.is_histogram)
---   align     {normalize = "none"|..., lr_scale = false}
+--   align     {normalize = "none"|"cosine"|"mean_norm", method = "exact"|"fd", fd_eps,
+--             lr_scale = false (true: alignments times the current lr)}
 local dga = dga or require "dga"
 local csvlog = require "dgalib.csvlog"
 local runinfo = require "dgalib.runinfo"
@@ -169,6 +183,22 @@ local function store_source(cfg)
     function src.gather(domains, indices) return s:gather(level, domains, indices) end
     function src.sequence(d, i) return s:sequence(level, d, i) end
     src.vocab = s:vocab_size()
+    -- Domain names for logs and figures: the number and the corpus directory most of the
+    -- domain's sequences came from, e.g. "12:latex 83%".
+    src.names = {}
+    local ok, names, counts = pcall(s.sources, s, level)
+    for d = 1, k do
+        local best, total, top = 0, 0, nil
+        if ok then
+            for j = 1, #names do
+                local c = counts:at(d, j)
+                total = total + c
+                if c > best then best, top = c, names[j] end
+            end
+        end
+        src.names[d] = top and string.format("%d:%s %d%%", d, top, math.floor(100 * best / total + 0.5))
+                       or tostring(d)
+    end
     return src
 end
 
@@ -451,6 +481,7 @@ function M.new(cfg, opts)
     self.names = {}
     for d = 1, self.K do
         local name = (cfg.dist and self.basis[d].name) or (cfg.domain_names and cfg.domain_names[d])
+                     or (src.names and src.names[d])
         self.names[d] = name or tostring(d)
     end
 
@@ -556,8 +587,9 @@ function Run:align_round()
             map[#present] = j
         end
     end
-    local opts = {normalize = self.cfg.align.normalize}
-    if self.cfg.align.lr_scale then opts.lr = self.ctx.lr end
+    local ac = self.cfg.align
+    local opts = {normalize = ac.normalize, method = ac.method, fd_eps = ac.fd_eps}
+    if ac.lr_scale then opts.lr = self.ctx.lr end
     local r = dga.align(self.model, tin, ttg, present, opts)
     self.model:zero_grad()
     if #present ~= self.K then
@@ -596,7 +628,8 @@ function Run:open_logs(mode)
     local d = self.dir
     self.metrics = csvlog.open(d .. "/metrics.csv", self:metric_columns(), mode)
     self.weights_log = csvlog.open(d .. "/weights.csv", {"step", "domain", "weight"}, mode)
-    self.epochs_log = csvlog.open(d .. "/epochs.csv", {"step", "domain", "epochs", "drawn"}, mode)
+    self.epochs_log = csvlog.open(d .. "/epochs.csv", {"step", "domain", "epochs", "drawn", "capped"},
+                                  mode)
     -- alignments.csv: its extra columns are the policy's log fields, known at the first
     -- update; an existing file (resume) fixes them.
     local header = csvlog.read(d .. "/alignments.csv")
@@ -661,11 +694,14 @@ end
 
 function Run:log_epochs(step)
     local ep, dr = self.sampler:epochs(), self.sampler:drawn()
+    local capped = {}
+    for _, d in ipairs(self.sampler:capped():totable()) do capped[d] = 1 end
     local sparse = self.src.k > self.cfg.sparse_k
     for d = 1, self.src.k do
         local e, n = ep[d], dr[d]
         if not sparse or n > 0 then
-            self.epochs_log:write_list{step, d, math.tointeger(e) or e, math.tointeger(n) or n}
+            self.epochs_log:write_list{step, d, math.tointeger(e) or e, math.tointeger(n) or n,
+                                       capped[d] or 0}
         end
     end
     self.epochs_log:flush()

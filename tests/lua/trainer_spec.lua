@@ -85,10 +85,25 @@ describe("trainer", function()
 
     it("writes epochs.csv with draws that add up to the training batches", function()
         local recs, header = csvlog.read_records(dir .. "/run/epochs.csv")
-        assert.are.same({"step", "domain", "epochs", "drawn"}, header)
+        assert.are.same({"step", "domain", "epochs", "drawn", "capped"}, header)
         local drawn = 0
         for _, r in ipairs(recs) do if r.step == 24 then drawn = drawn + r.drawn end end
         assert.are.equal(24 * 4, drawn)
+    end)
+
+    it("logs domains that reach the epoch cap and stops sampling them", function()
+        local d = tmpdir("cap") .. "/run"
+        -- domain 3 holds 40 sequences and gets most of the mass: with a cap of 1 epoch it
+        -- leaves the mixture once its 40 sequences are drawn (24 steps x 4 = 96 draws)
+        local cfg = fixture.config(d, {epoch_cap = 1, policy = {name = "importance"},
+                                       is_histogram = dga.tensor{0.1, 0.1, 0.8}})
+        trainer.run(cfg, {quiet = true})
+        local recs = csvlog.read_records(d .. "/epochs.csv")
+        local last = {}
+        for _, r in ipairs(recs) do if r.step == 24 then last[r.domain] = r end end
+        assert.are.equal(1, last[3].capped)
+        assert.are.equal(40, last[3].drawn)
+        assert.are.equal(1, last[3].epochs)
     end)
 
     it("writes the config, the domains and a complete checkpoint named by 'latest'", function()
@@ -210,6 +225,37 @@ describe("trainer", function()
         assert.are.equal("random", doms[2].name)
     end)
 
+    it("runs alignment rounds over many domains (k = 40) and exits cleanly", function()
+        -- In a child process: a binding that overruns the Lua stack with many batches
+        -- corrupts the heap and shows up as a crash or a hang at exit, not as an error.
+        local d = tmpdir("many")
+        local script = d .. "/run.lua"
+        local f = assert(io.open(script, "w"))
+        f:write(string.format([[
+            package.path = %q .. "/?.lua;" .. package.path
+            local fixture = require("trainer_fixture")
+            local rng = dga.rng(5)
+            local doms = {}
+            for i = 1, 40 do
+                local t = dga.zeros(8, fixture.L, "int32")
+                for j = 1, #t do t[j] = (i + rng:below(4)) %% fixture.V end
+                doms[i] = t
+            end
+            local cfg = fixture.config(%q, {domains = doms, domain_names = false, steps = 12,
+                                            checkpoint_every = 0, basis = false})
+            local s = require("trainer").run(cfg, {quiet = true})
+            collectgarbage("collect")
+            print("alignment rows " .. #require("dgalib.csvlog").read_records(%q .. "/alignments.csv"))
+        ]], here, d .. "/run", d .. "/run"))
+        f:close()
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local p = io.popen("timeout 120 " .. exe .. " " .. script .. " 2>&1")
+        local out = p:read("a")
+        local ok = p:close()
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("alignment rows 80", 1, true), out)   -- updates at 4 and 8
+    end)
+
     it("rejects bad configurations with clear messages", function()
         local d = fixture.data(7)
         assert.has_error(function()
@@ -222,5 +268,67 @@ describe("trainer", function()
             trainer.new(fixture.config(tmpdir("bad"), {specific = {train = d.specific_train,
                                                                    heldout = dga.zeros(2, 5, "int32")}}))
         end, "specific.heldout: sequences of 5 tokens")
+    end)
+end)
+
+describe("dgalib.csvlog", function()
+    it("quotes per RFC 4180 and reads back what it wrote", function()
+        local d = tmpdir("csv")
+        local path = d .. "/x.csv"
+        local log = csvlog.open(path, {"step", "name", "value"})
+        log:write{step = 1, name = 'a,"b"\nc', value = 0.1}
+        log:write{step = 2, name = "plain", value = 1 / 3}
+        log:write_list{3, "", 2.5}
+        log:close()
+        local text = runinfo.read_file(path)
+        assert.are.equal('step,name,value\r\n1,"a,""b""\nc",0.1\r\n', text:sub(1, 36))
+        local header, rows = csvlog.read(path)
+        assert.are.same({"step", "name", "value"}, header)
+        assert.are.equal('a,"b"\nc', rows[1][2])
+        assert.is_true(math.abs(tonumber(rows[2][3]) - 1 / 3) < 1e-8)
+        assert.are.equal("", rows[3][2])
+        assert.has_error(function() log = csvlog.open(path, {"a"}); log:write{nope = 1} end)
+    end)
+
+    it("truncates after a step, dropping a torn last record", function()
+        local d = tmpdir("csv2")
+        local path = d .. "/m.csv"
+        local log = csvlog.open(path, {"step", "loss"})
+        for s = 0, 40, 10 do log:write{step = s, loss = s / 7} end
+        log:close()
+        local f = assert(io.open(path, "ab"))
+        f:write("50,0.12")   -- a record cut by a crash
+        f:close()
+        assert.are.equal(3, csvlog.truncate_after(path, "step", 20))
+        local _, rows = csvlog.read(path)
+        assert.are.same({"0", "10", "20"}, {rows[1][1], rows[2][1], rows[3][1]})
+        -- appending checks the header
+        assert.error_matches(function() csvlog.open(path, {"step", "other"}, "a") end, "differs")
+        csvlog.open(path, {"step", "loss"}, "a"):close()
+    end)
+end)
+
+describe("dgalib.data", function()
+    local data = require "dgalib.data"
+    it("accepts a given directory only in the expected layout", function()
+        local d = tmpdir("mmlu")
+        assert.is_nil((data.find_mmlu(d)))
+        runinfo.mkdir_p(d .. "/dev")
+        runinfo.mkdir_p(d .. "/test")
+        assert.are.equal(d, data.find_mmlu(d))
+        assert.is_nil((data.find_corpus(d .. "/dev")))
+    end)
+
+    it("says where to put MMLU and exits non-zero when it is nowhere", function()
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local p = io.popen(string.format(
+            "DGA_SHARED_DATA=/nonexistent %s -e 'require(\"dgalib.data\").require_mmlu(\"/nonexistent/mmlu\")' 2>&1",
+            exe))
+        local out = p:read("a")
+        local ok, _, code = p:close()
+        assert.is_falsy(ok)
+        assert.are.equal(2, code)
+        assert.is_truthy(out:find("dev/<subject>_dev.csv", 1, true), out)
+        assert.is_truthy(out:find("--mmlu DIR", 1, true), out)
     end)
 end)
