@@ -190,11 +190,11 @@ static int l_load(lua_State *L)
     dga_adamw *opt = lua_isnil(L, 5) ? NULL : dgal_check_adamw(L, 5);
     dga_gpt *model;
     if (lua_isnil(L, 4)) {   /* no model given: a new one, shaped as the file says */
-        dga_gpt *m = NULL;
-        DGAL_CHECK(L, dga_gpt_create(dga_checkpoint_config(ck), dga_checkpoint_max_batch(ck), &m));
-        dgal_push_model(L, m);
+        dgal_box *mbox = dgal_box_new(L, DGAL_MODEL, 0);   /* closed until the model exists */
         lua_replace(L, 4);
-        model = m;
+        model = NULL;
+        DGAL_CHECK(L, dga_gpt_create(dga_checkpoint_config(ck), dga_checkpoint_max_batch(ck), &model));
+        mbox->p = model;
     } else {
         model = dgal_check_model(L, 4);
     }
