@@ -823,7 +823,16 @@ function Run:train()
         start = self:load_checkpoint(path)
         self.step = start
         for _, f in ipairs{"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv"} do
-            csvlog.truncate_after(dir .. "/" .. f, "step", start)
+            local csv = dir .. "/" .. f
+            -- A log created after the checkpoint (alignments.csv appears at the first policy
+            -- update) may hold only a header torn by the crash: truncate_after keeps such a
+            -- file as it is, so drop it and let open_logs write a fresh header.
+            local text = runinfo.read_file(csv)
+            if text and not text:find("\n", 1, true) then
+                os.remove(csv)
+            else
+                csvlog.truncate_after(csv, "step", start)
+            end
         end
         self:open_logs("a")
         if not self.opts.quiet then

@@ -1,7 +1,9 @@
 -- Resume: a run stopped half-way and resumed gives, step for step, the same metrics, weights,
 -- alignments and epochs as the uninterrupted run (all columns but wall-clock `seconds`);
 -- a process that dies between writing a checkpoint and moving the "latest" pointer, or that
--- leaves a partial *.tmp.* checkpoint, resumes from the last complete checkpoint.
+-- leaves a partial *.tmp.* checkpoint, resumes from the last complete checkpoint; and a real
+-- dgalua process killed with SIGKILL while it writes a checkpoint leaves the previous one
+-- intact and resumable.
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
 package.path = here .. "/?.lua;" .. package.path
 
@@ -11,6 +13,9 @@ local csvlog = require "dgalib.csvlog"
 local runinfo = require "dgalib.runinfo"
 
 local base
+-- Width of the model of the SIGKILL test: 2 layers of 320 make ~2.5M parameters, a ~30 MB
+-- checkpoint (parameters + AdamW moments), which takes milliseconds to write.
+local KILL_WIDTH = 320
 local function rmtree(d)
     if d and d:match("^/tmp/") then os.execute("rm -rf '" .. d .. "'") end
 end
@@ -126,6 +131,151 @@ describe("resume", function()
         assert.is_true(ok, out)
         assert.is_truthy(out:find("step 24", 1, true), out)
         assert_same_run(base .. "/full", dir)
+    end)
+
+    it("drops a CSV whose header was torn by a crash (alignments.csv is created late)", function()
+        -- checkpoints at 2, 4, ...: ckpt 2 comes before the first alignment row (step 4), so a
+        -- death while alignments.csv got its first write can leave a bare, torn header
+        local over = {eval_every = 2, checkpoint_every = 2}
+        local ref = base .. "/torn_ref"
+        trainer.run(fixture.config(ref, over), {quiet = true})
+        local dir = base .. "/torn"
+        trainer.run(fixture.config(dir, over), {quiet = true, stop_at = 2})
+        assert.is_false(runinfo.exists(dir .. "/alignments.csv"))
+        local f = assert(io.open(dir .. "/alignments.csv", "wb"))
+        f:write("step,domain,ali")
+        f:close()
+        trainer.run(fixture.config(dir, over), {quiet = true, resume = true})
+        assert_same_run(ref, dir)
+    end)
+
+    -- The real thing: a dgalua child process killed with SIGKILL while the core is writing a
+    -- checkpoint (its ckpt-*.safetensors.tmp.<pid> exists). The model is large enough that a
+    -- save takes milliseconds to tens of milliseconds; the parent polls the run directory and
+    -- kills the child as soon as the tmp file of a checkpoint after the first one appears.
+    -- When the save wins the race (the tmp file was renamed before the signal landed) the
+    -- attempt proves nothing and is repeated.
+    it("survives a real SIGKILL in the middle of writing a checkpoint", function()
+        local lfs = require "lfs"
+        local over = string.format(
+            "{model = {layers = 2, width = %d, heads = 4}, steps = 12, eval_every = 2, "
+            .. "checkpoint_every = 2}", KILL_WIDTH)
+        local KILL_FROM = 6         -- kill during the save of a checkpoint >= this step
+        local ATTEMPTS = 8
+        local ref = base .. "/sigkill_ref"
+        trainer.run(fixture.config(ref, load("return " .. over)()), {quiet = true})
+
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local pid
+        finally(function()
+            if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+        end)
+        -- The process state letter from /proc ("R", "S", "D", "Z", ...), nil once it is gone.
+        local function state(p)
+            local f = io.open("/proc/" .. p .. "/stat", "r")
+            if not f then return nil end
+            local s = f:read("a") or ""
+            f:close()
+            return s:match("^%d+ %b() (%a)")
+        end
+        local function alive(p)
+            local s = state(p)
+            return s ~= nil and s ~= "Z" and s ~= "X"
+        end
+        -- ckpt tmp files in dir: list of {name=, step=}
+        local function ckpt_tmps(dir)
+            local out = {}
+            if lfs.attributes(dir, "mode") ~= "directory" then return out end
+            for name in lfs.dir(dir) do
+                local s = name:match("^ckpt%-(%d+)%.safetensors%.tmp%.%d+$")
+                if s then out[#out + 1] = {name = name, step = tonumber(s)} end
+            end
+            return out
+        end
+
+        local dir, killed_tmp
+        for attempt = 1, ATTEMPTS do
+            dir = string.format("%s/sigkill_%d", base, attempt)
+            local log = dir .. ".log"
+            local script = dir .. ".lua"
+            local f = assert(io.open(script, "w"))
+            f:write(string.format([[
+                package.path = %q .. "/?.lua;" .. package.path
+                local cfg = require("trainer_fixture").config(%q, %s)
+                require("trainer").run(cfg, {quiet = true})
+            ]], here, dir, over))
+            f:close()
+            local p = io.popen(string.format("sh -c '%s %s >%s 2>&1 & echo $!'", exe, script, log))
+            pid = math.tointeger(tonumber(p:read("l")))
+            p:close()
+            assert.is_not_nil(pid)
+            local child_pid, seen = pid, nil
+            local give_up = os.time() + 300   -- only a guard against a hung child
+            while alive(pid) do
+                -- a complete checkpoint first, so there is a previous one to keep
+                if runinfo.exists(dir .. "/latest") then
+                    for _, t in ipairs(ckpt_tmps(dir)) do
+                        if t.step >= KILL_FROM then seen = t end
+                    end
+                end
+                if seen or os.time() > give_up then
+                    os.execute("kill -9 " .. pid)
+                    break
+                end
+                os.execute("sleep 0.001")
+            end
+            -- wait until the kernel has finished it (an orphan may stay a zombie: fine)
+            while alive(pid) do os.execute("sleep 0.001") end
+            pid = nil
+            if seen then
+                -- the tmp file is the killed process's own (named after its pid)
+                assert.are.equal(child_pid, math.tointeger(tonumber(seen.name:match("(%d+)$"))))
+                if runinfo.exists(dir .. "/" .. seen.name) then
+                    killed_tmp = seen
+                    break
+                end
+                -- the save finished between the poll and the signal: try again
+            else
+                -- every save of the run was missed by the polls (a very loaded machine): try
+                -- again, but only when the run itself went well
+                assert.are.equal("ckpt-00000012.safetensors",
+                                 (runinfo.read_file(dir .. "/latest") or ""):match("%S+"),
+                                 "attempt " .. attempt .. ": the child run failed:\n"
+                                 .. (runinfo.read_file(log) or ""))
+            end
+        end
+        if os.getenv("DGA_KILL_DEBUG") and killed_tmp then
+            io.stderr:write(string.format("sigkill: %s: %s (%d bytes) left, latest %s", dir,
+                            killed_tmp.name, lfs.attributes(dir .. "/" .. killed_tmp.name, "size"),
+                            runinfo.read_file(dir .. "/latest")))
+        end
+        assert.is_truthy(killed_tmp, "no attempt out of " .. ATTEMPTS .. " killed the run "
+                         .. "while a checkpoint was being written")
+
+        -- the metrics row of the step being saved was written before the save: resume has to
+        -- drop the rows after the checkpoint it resumes from
+        local _, rows = csvlog.read(dir .. "/metrics.csv")
+        assert.are.equal(killed_tmp.step // 2 + 1, #rows)
+        -- the previous checkpoint is intact and named by latest
+        local name = runinfo.read_file(dir .. "/latest"):match("%S+")
+        local step = tonumber(name:match("^ckpt%-(%d+)%.safetensors$"))
+        assert.is_not_nil(step, name)
+        assert.is_true(step < killed_tmp.step)
+        assert.is_true(step >= KILL_FROM - 2)
+        local ck = dga.load_checkpoint(dir .. "/" .. name)
+        assert.are.equal(step, math.tointeger(tonumber(ck.meta.step)))
+        assert.is_truthy(ck.blobs.sampler)
+        assert.are.equal(trainer.latest_checkpoint(dir), dir .. "/" .. name)
+
+        -- resuming runs to the end exactly as the uninterrupted run did
+        trainer.run(fixture.config(dir, load("return " .. over)()), {quiet = true, resume = true})
+        assert_same_run(ref, dir)
+        -- the torn tmp file is gone and only the final checkpoint is left
+        assert.is_false(runinfo.exists(dir .. "/" .. killed_tmp.name))
+        for n in lfs.dir(dir) do assert.is_nil(n:match("%.tmp%."), n) end
+        local cks = trainer.list_checkpoints(dir)
+        assert.are.equal(1, #cks)
+        assert.are.equal(12, cks[1].step)
     end)
 
     it("fails clearly when there is nothing to resume", function()
