@@ -1,7 +1,8 @@
 /* Hierarchical spherical k-means on synthetic embeddings: n points in d = 384 dimensions
  * (L2-normalised mixtures of 512 random directions plus noise, like text embeddings), levels
  * 64 x 64 x 64 by default. Prints wall time per run and the domain counts per level.
- *   bench_kmeans [n=300000] [levels=64,64,64] [iters=25] */
+ *   bench_kmeans [build_dir] [n=300000] [levels=64,64,64] [iters=25]
+ * The first argument is the build directory, as bench/run passes it to every bench_*; unused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,14 +21,18 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    int64_t n = argc > 1 ? atoll(argv[1]) : 300000;
+    int64_t n = argc > 2 ? atoll(argv[2]) : 300000;
     int levels[DGA_HKMEANS_MAX_LEVELS] = {64, 64, 64}, nlevels = 3;
-    if (argc > 2) {
+    if (argc > 3) {
         nlevels = 0;
-        for (char *p = strtok(argv[2], ","); p && nlevels < DGA_HKMEANS_MAX_LEVELS; p = strtok(NULL, ","))
+        for (char *p = strtok(argv[3], ","); p && nlevels < DGA_HKMEANS_MAX_LEVELS; p = strtok(NULL, ","))
             levels[nlevels++] = atoi(p);
     }
-    int iters = argc > 3 ? atoi(argv[3]) : 25;
+    int iters = argc > 4 ? atoi(argv[4]) : 25;
+    if (n <= 0 || iters <= 0) {
+        fprintf(stderr, "usage: bench_kmeans [build_dir] [n > 0] [levels] [iters > 0]\n");
+        return 2;
+    }
     const int d = 384, topics = 512;
     dga_rng r;
     dga_rng_seed(&r, 1);
@@ -63,6 +68,8 @@ int main(int argc, char **argv)
     printf("hierarchical k-means: %.1f s; domains per level:", t);
     for (int l = 0; l < nlevels; l++) printf(" %lld", (long long)h.k[l]);
     printf("\n");
+    printf("RESULT {\"kind\":\"hkmeans\",\"n\":%lld,\"d\":%d,\"leaves\":%lld,\"seconds\":%.2f}\n",
+           (long long)n, d, (long long)h.k[nlevels - 1], t);
     dga_hkmeans_free(&h);
     free(dir);
     free(x);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "adamw.h"
@@ -180,6 +182,23 @@ out:
     return rc;
 }
 
+/* Peak RSS is a per-process high-water mark: each config runs in its own child so the number
+ * it reports is its own, not that of the largest config measured before it. */
+static int bench_config_in_child(const bench_cfg *bc, int threads, double peak)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return bench_config(bc, threads, peak);
+    if (pid == 0) {
+        int rc = bench_config(bc, threads, peak);
+        fflush(stdout);
+        _exit(rc ? 1 : 0);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) return 1;
+    return WEXITSTATUS(status);
+}
+
 int main(int argc, char **argv)
 {
     static const bench_cfg configs[] = {
@@ -206,7 +225,7 @@ int main(int argc, char **argv)
                env ? ", OPENBLAS_CORETYPE=" : "", env ? env : "");
         double peak = sgemm_peak(threads[i]);
         for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
-            rc |= bench_config(&configs[c], threads[i], peak);
+            rc |= bench_config_in_child(&configs[c], threads[i], peak);
     }
     return rc;
 }

@@ -165,11 +165,13 @@ dga_status dga_bpe_load(const char *path, dga_bpe **out)
 {
     table_init();
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open tokenizer", path);
+    char *text = NULL;
+    size_t text_len = 0;
+    dga_status read_st = dga_file_read_all(path, &text, &text_len);
+    if (read_st) return read_st;
     json_error_t err;
-    json_t *root = json_loadf(fp, 0, &err);
-    fclose(fp);
+    json_t *root = json_loadb(text, text_len, 0, &err);
+    free(text);
     if (!root)
         return dga_fail(DGA_ERR_FORMAT, "%s: line %d, column %d: not valid JSON: %s", path,
                         err.line, err.column, err.text);

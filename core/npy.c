@@ -195,6 +195,10 @@ dga_status dga_npy_map(const char *path, dga_npy *out)
         close(fd);
         return st;
     }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return dga_fail(DGA_ERR_IO, "%s: not a regular file", path);
+    }
     size_t size = (size_t)sb.st_size;
     if (size < 10) {
         close(fd);

@@ -453,7 +453,9 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
         }
         if (rename(tmp, dir) != 0) {
             st = dga_fail_errno(DGA_ERR_IO, "%s: cannot rename to %s", tmp, dir);
-            rename(old, dir);
+            if (rename(old, dir) != 0)
+                st = dga_fail_errno(DGA_ERR_IO, "%s: cannot rename to %s, and the old store "
+                                    "could not be moved back: it is at %s", tmp, dir, old);
             goto done;
         }
         made_tmp = 0;

@@ -157,6 +157,7 @@ exp.print_table(rows, {{"run", "%s"}, {"k", "%d"}, {"mmlu_b_loss", "%.4f", "MMLU
                        {"answer_loss", "%.4f", "answer NLL"}},
                 a.out .. "/table2.csv")
 print(string.format("(accuracy on %d MMLU_b questions, 0-shot; chance = 25%%)", #q_score))
+print("(natural = the paper's 'uniform' baseline: every generic sequence equally likely)")
 if not a.no_plot then
     local plot = require "plot"
     local runs = {}

@@ -99,8 +99,9 @@ function M.options(policy, defaults, opts)
             local known = {}
             for k2 in pairs(defaults) do known[#known + 1] = k2 end
             table.sort(known)
-            error(string.format("policy '%s': unknown option '%s' (known: %s)", policy, key,
-                                table.concat(known, ", ")), 3)
+            error(string.format("policy '%s': unknown option '%s' (%s)", policy, key,
+                                #known > 0 and "known: " .. table.concat(known, ", ")
+                                    or "it takes no options"), 3)
         end
         o[key] = v
     end
