@@ -72,19 +72,13 @@ for _, budget in ipairs(budgets) do
         local policy = {}
         for key, v in pairs(pol) do if key ~= "label" then policy[key] = v end end
         local name = string.format("b%s_%s", budget == 0 and "inf" or tostring(budget), label)
-        local cfg = {
-            name = name, run_dir = a.out .. "/" .. name, seed = a.seed,
-            steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
-            checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
-            model = {layers = preset.layers, width = preset.width, heads = preset.heads},
-            optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
-            schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+        local cfg = exp.run_config(a, preset, steps, name, {
             store = {dir = store_dir, level = 1},
             budget = budget > 0 and budget or nil,
             specific = {train = spec_train, heldout = spec_heldout},
             is_histogram = is_hist,
             policy = policy,
-        }
+        })
         io.stderr:write(string.format("== %s\n", name))
         local s = exp.run(cfg, a)
         -- Repetition: the largest number of epochs any domain started.

@@ -108,17 +108,11 @@ end
 
 -- ---- runs ---------------------------------------------------------------------------------
 local function config(name, level, policy, extra)
-    local cfg = {
-        name = name, run_dir = a.out .. "/" .. name, seed = a.seed,
-        steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
-        checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
-        model = {layers = preset.layers, width = preset.width, heads = preset.heads},
-        optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
-        schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+    local cfg = exp.run_config(a, preset, steps, name, {
         store = {dir = store_dir, level = level},
         specific = {train = spec_train, heldout = spec_heldout},
         policy = policy,
-    }
+    })
     for key, v in pairs(extra or {}) do cfg[key] = v end
     return cfg
 end

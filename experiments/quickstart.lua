@@ -44,17 +44,11 @@ local seqs = exp.text_seqs(tok, texts, preset.seq_len, preset.spec_train + prese
 local spec_train, spec_heldout = exp.split(seqs, preset.spec_heldout)
 
 local function config(policy)
-    return {
-        name = policy.name, run_dir = a.out .. "/" .. policy.name, seed = a.seed,
-        steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
-        checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
-        model = {layers = preset.layers, width = preset.width, heads = preset.heads},
-        optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
-        schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+    return exp.run_config(a, preset, steps, policy.name, {
         store = {dir = store_dir, level = 1},
         specific = {train = spec_train, heldout = spec_heldout},
         policy = policy,
-    }
+    })
 end
 
 local rows = {}

@@ -108,17 +108,11 @@ end
 
 local policy = {name = "dga", beta = a.beta, target_change = a.target_change}
 if a.eta then policy.eta, policy.eta_mode, policy.target_change = a.eta, "fixed", nil end
-local cfg = {
-    name = "recover_dga", run_dir = a.out .. "/dga", seed = a.seed,
-    steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
-    checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
-    model = {layers = preset.layers, width = preset.width, heads = preset.heads},
-    optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
-    schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+local cfg = exp.run_config(a, preset, steps, "dga", {
     store = {dir = store_dir, level = 1}, budget = budget,
     specific = {train = spec_train, heldout = spec_heldout},
     policy = policy,
-}
+})
 io.stderr:write(string.format("specific set: %d sequences of domain %d + %d of domain %d\n",
                               n_of[1], pair[1], n_of[2], pair[2]))
 local s = exp.run(cfg, a)

@@ -15,6 +15,8 @@
 --   log:close()
 --   local header, rows = csvlog.read(path)  -- rows: lists of strings
 --   csvlog.truncate_after(path, "step", 500) -- drop rows whose step > 500 (resume)
+local runinfo = require "dgalib.runinfo"
+
 local M = {}
 
 local function format_field(v)
@@ -108,13 +110,7 @@ function M.parse(text)
     return records
 end
 
-local function read_all(path)
-    local f, err = io.open(path, "rb")
-    if not f then return nil, err end
-    local s = f:read("a")
-    f:close()
-    return s
-end
+local read_all = runinfo.read_file
 
 -- header (list of names), rows (lists of strings), index (name -> column number).
 -- Missing file: nil, message.
@@ -148,11 +144,7 @@ function M.read_records(path)
     return out, header, index
 end
 
--- Atomic whole-file write: <path>.tmp.<pid>, then rename over path.
-local function write_atomic(path, text)
-    local runinfo = require "dgalib.runinfo"
-    runinfo.write_atomic(path, text)
-end
+local write_atomic = runinfo.write_atomic
 
 -- Keeps the header and the rows whose `column` value is <= limit (resume: rows written after
 -- the checkpoint step are dropped). A process killed while writing may leave a partial last

@@ -176,6 +176,23 @@ function M.add_common_options(p, defaults)
     p:flag("--no-plot", "Do not draw figures.")
 end
 
+-- The trainer config every experiment shares, from its parsed options `a` and its preset
+-- (model size, batch, T_r, eval interval, lr): a run named `name` in <a.out>/<name>, AdamW with
+-- weight decay 0.1 and clipping 1.0, warmup over 5% of the steps then cosine to lr / 10.
+-- `extra` adds or overrides fields (store, specific, policy, budget, basis, ...).
+function M.run_config(a, preset, steps, name, extra)
+    local cfg = {
+        name = name, run_dir = a.out .. "/" .. name, seed = a.seed,
+        steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
+        checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
+        model = {layers = preset.layers, width = preset.width, heads = preset.heads},
+        optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
+        schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+    }
+    for key, v in pairs(extra or {}) do cfg[key] = v end
+    return cfg
+end
+
 -- Runs one configuration unless its run directory already finished (resume: continue it).
 function M.run(cfg, a)
     local trainer = require "trainer"
