@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "dgal.h"
+#include "fileio.h"
 
 #define CKPT_FILE "dga.checkpoint_file"
 
@@ -247,12 +248,27 @@ static int l_load(lua_State *L)
     return 1;
 }
 
+/* dga.write_file_atomic(path, text): the core's atomic write (temporary file, fsync, rename,
+ * directory sync), so the small files Lua writes (configs, CSV rewrites, pointers) survive a
+ * crash as whole files exactly like checkpoints do. */
+static int l_write_file_atomic(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    size_t len;
+    const char *text = luaL_checklstring(L, 2, &len);
+    const void *parts[1] = {text};
+    size_t sizes[1] = {len};
+    DGAL_CHECK(L, dga_write_file_atomic(path, 1, parts, sizes));
+    return 0;
+}
+
 void dgal_open_checkpoint(lua_State *L)
 {
     static const luaL_Reg meta[] = {{"__gc", file_gc}, {"__close", file_gc}, {NULL, NULL}};
     dgal_new_class(L, CKPT_FILE, NULL, meta);
     static const luaL_Reg funcs[] = {
-        {"save_checkpoint", l_save}, {"load_checkpoint", l_load}, {NULL, NULL},
+        {"save_checkpoint", l_save}, {"load_checkpoint", l_load},
+        {"write_file_atomic", l_write_file_atomic}, {NULL, NULL},
     };
     luaL_setfuncs(L, funcs, 0);
 }

@@ -9,16 +9,6 @@ local lfs = require "lfs"
 
 local M = {}
 
--- This process's id (from /proc/self, which names the reading process).
-function M.pid()
-    if M._pid then return M._pid end
-    local f = io.open("/proc/self/stat", "r")
-    local pid = f and tonumber((f:read("l") or ""):match("^(%d+)")) or 0
-    if f then f:close() end
-    M._pid = pid
-    return pid
-end
-
 function M.exists(path) return lfs.attributes(path, "mode") ~= nil end
 function M.is_dir(path) return lfs.attributes(path, "mode") == "directory" end
 function M.is_file(path) return lfs.attributes(path, "mode") == "file" end
@@ -58,23 +48,11 @@ function M.read_file(path)
     return s
 end
 
--- Writes text to path atomically (tmp file in the same directory, then rename).
+-- Writes text to path atomically: the core's temporary file + fsync + rename, so a crash
+-- leaves the old file or the new one, never a torn one.
 function M.write_atomic(path, text)
-    local tmp = string.format("%s.tmp.%d", path, M.pid())
-    local f, err = io.open(tmp, "wb")
-    if not f then error("cannot write " .. tmp .. ": " .. tostring(err), 2) end
-    local ok, werr = f:write(text)
-    if not ok then
-        f:close()
-        os.remove(tmp)
-        error("cannot write " .. tmp .. ": " .. tostring(werr), 2)
-    end
-    f:close()
-    local rok, rerr = os.rename(tmp, path)
-    if not rok then
-        os.remove(tmp)
-        error("cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(rerr), 2)
-    end
+    local ok, err = pcall(dga.write_file_atomic, path, text)
+    if not ok then error(err, 2) end
 end
 
 -- ---- serialising a config table as a Lua chunk ("return {...}") ----------------------
