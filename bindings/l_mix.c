@@ -23,10 +23,12 @@
  *   P:column(j) P:k() P:n() P:nnz()
  *
  *   dga.align(model, t_inputs, t_targets, batches, {normalize="none"|"cosine"|"mean_norm",
- *             lr=nil, method="exact"|"fd", fd_eps=1e-3}) -> {align=, loss=, grad_norm=,
+ *             lr=nil, method="exact"|"fd"|"jvp", fd_eps=1e-3}) -> {align=, loss=, grad_norm=,
  *             dot= (float32 k), target_norm=, target_loss=, normalize=, method=, lr=, k=}
  *     method "fd": central differences along the target gradient, forward passes only
  *     (core/align.h); grad_norm is NaN then and only normalize = "none" is allowed.
+ *     method "jvp": the same derivative by forward-mode differentiation, exact to rounding;
+ *     grad_norm NaN and normalize = "none" as for "fd".
  *     batches: list of {inputs, targets} (or {inputs=, targets=}); B x T int32 each.
  *     Clobbers the model's gradients (call between optimizer steps). One workspace per
  *     model, cached (weakly) so repeated rounds allocate nothing.
@@ -529,7 +531,7 @@ static int l_align(lua_State *L)
         if (!lua_isnil(L, -1)) {
             const char *name = lua_tostring(L, -1);
             if (!name || dga_align_method_parse(name, &o.method) != DGA_OK)
-                luaL_argerror(L, 5, "method must be \"exact\" or \"fd\"");
+                luaL_argerror(L, 5, "method must be \"exact\", \"fd\" or \"jvp\"");
         }
         lua_pop(L, 1);
         lua_getfield(L, 5, "fd_eps");
@@ -540,8 +542,9 @@ static int l_align(lua_State *L)
                 luaL_argerror(L, 5, "fd_eps must be a number > 0");
         }
         lua_pop(L, 1);
-        if (o.method == DGA_ALIGN_FD && o.normalize != DGA_ALIGN_NONE)
-            luaL_argerror(L, 5, "method = \"fd\" gives no per-domain gradient norms: use normalize = \"none\"");
+        if (o.method != DGA_ALIGN_EXACT && o.normalize != DGA_ALIGN_NONE)
+            luaL_argerror(L, 5, lua_pushfstring(L, "method = \"%s\" gives no per-domain gradient norms: use "
+                                                "normalize = \"none\"", dga_align_method_name(o.method)));
     }
     luaL_checktype(L, 4, LUA_TTABLE);
     lua_Integer k = luaL_len(L, 4);

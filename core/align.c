@@ -36,15 +36,21 @@ dga_status dga_align_norm_parse(const char *name, dga_align_norm *out)
 
 const char *dga_align_method_name(dga_align_method m)
 {
-    return m == DGA_ALIGN_FD ? "fd" : m == DGA_ALIGN_EXACT ? "exact" : "?";
+    switch (m) {
+    case DGA_ALIGN_EXACT: return "exact";
+    case DGA_ALIGN_FD: return "fd";
+    case DGA_ALIGN_JVP: return "jvp";
+    }
+    return "?";
 }
 
 dga_status dga_align_method_parse(const char *name, dga_align_method *out)
 {
     if (name && strcmp(name, "exact") == 0) *out = DGA_ALIGN_EXACT;
     else if (name && strcmp(name, "fd") == 0) *out = DGA_ALIGN_FD;
+    else if (name && strcmp(name, "jvp") == 0) *out = DGA_ALIGN_JVP;
     else
-        return dga_fail(DGA_ERR_INVALID, "align: method = \"%s\", expected \"exact\" or \"fd\"",
+        return dga_fail(DGA_ERR_INVALID, "align: method = \"%s\", expected \"exact\", \"fd\" or \"jvp\"",
                         name ? name : "(null)");
     return DGA_OK;
 }
@@ -223,6 +229,40 @@ static dga_status align_fd(dga_gpt *model, dga_align_ws *ws, const dga_batch *do
     return st;
 }
 
+/* The jvp rounds: each domain batch's loss and its derivative along the target gradient,
+ * one tangent-carrying forward per chunk of the model's max batch. A chunk's mean and
+ * derivative are weighted by its share of the batch's targets, as dga_batch_grad does. */
+static dga_status align_jvp(dga_gpt *model, const dga_align_ws *ws, const dga_batch *domains,
+                            int k, dga_align_result *out)
+{
+    const int mb = dga_gpt_max_batch(model);
+    for (int i = 0; i < k; i++) {
+        const dga_batch *b = &domains[i];
+        if (!b->inputs || !b->targets || b->B < 1 || b->T < 1)
+            return annotate(dga_fail(DGA_ERR_INVALID, "batch: expected B >= 1 rows of T >= 1 tokens "
+                                     "with inputs and targets"), "domain batch", i);
+        const size_t T = (size_t)b->T;
+        int total = count_valid(b->targets, (size_t)b->B * T);
+        double loss = 0, deriv = 0;
+        for (int r = 0; r < b->B; r += mb) {
+            int nb = b->B - r < mb ? b->B - r : mb;
+            double l = 0, d = 0;
+            dga_status st = dga_gpt_jvp(model, b->inputs + (size_t)r * T, b->targets + (size_t)r * T, nb,
+                                        b->T, ws->target, &l, &d);
+            if (st != DGA_OK) return annotate(st, "domain batch", i);
+            int nc = count_valid(b->targets + (size_t)r * T, (size_t)nb * T);
+            double w = total > 0 ? (double)nc / total : 0.0;
+            loss += w * l;
+            deriv += w * d;
+        }
+        out->loss[i] = loss;
+        out->align[i] = deriv;
+        out->grad_norm[i] = NAN;
+        if (out->dot) out->dot[i] = deriv;
+    }
+    return DGA_OK;
+}
+
 dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
                      const dga_batch *domains, int k, const dga_align_opts *opts,
                      dga_align_result *out)
@@ -241,12 +281,12 @@ dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
         return dga_fail(DGA_ERR_INVALID, "align: unknown normalisation %d", (int)o.normalize);
     if (o.use_lr && !(isfinite(o.lr) && o.lr >= 0))
         return dga_fail(DGA_ERR_INVALID, "align: lr = %g, expected a finite number >= 0", o.lr);
-    if (o.method != DGA_ALIGN_EXACT && o.method != DGA_ALIGN_FD)
+    if (o.method != DGA_ALIGN_EXACT && o.method != DGA_ALIGN_FD && o.method != DGA_ALIGN_JVP)
         return dga_fail(DGA_ERR_INVALID, "align: unknown method %d", (int)o.method);
-    if (o.method == DGA_ALIGN_FD && o.normalize != DGA_ALIGN_NONE)
+    if (o.method != DGA_ALIGN_EXACT && o.normalize != DGA_ALIGN_NONE)
         return dga_fail(DGA_ERR_INVALID, "align: normalize = \"%s\" needs per-domain gradient norms, "
-                        "which method = \"fd\" does not compute (use normalize = \"none\" or method = \"exact\")",
-                        dga_align_norm_name(o.normalize));
+                        "which method = \"%s\" does not compute (use normalize = \"none\" or method = \"exact\")",
+                        dga_align_norm_name(o.normalize), dga_align_method_name(o.method));
     if (!isfinite(o.fd_eps)) return dga_fail(DGA_ERR_INVALID, "align: fd_eps = %g, expected a finite number", o.fd_eps);
 
     double tl = 0;
@@ -256,8 +296,9 @@ dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
     memcpy(ws->target, g, np * sizeof(float));
     out->target_loss = tl;
     out->target_norm = sqrt(dot_f64(ws->target, ws->target, np));
-    if (o.method == DGA_ALIGN_FD) {
-        st = align_fd(model, ws, domains, k, o.fd_eps > 0 ? o.fd_eps : 1e-3, out);
+    if (o.method != DGA_ALIGN_EXACT) {
+        st = o.method == DGA_ALIGN_FD ? align_fd(model, ws, domains, k, o.fd_eps > 0 ? o.fd_eps : 1e-3, out)
+                                      : align_jvp(model, ws, domains, k, out);
         if (st == DGA_OK && o.use_lr)
             for (int i = 0; i < k; i++) out->align[i] *= o.lr;
         return st;

@@ -1,4 +1,5 @@
-/* Gradient alignment (DGA, DESIGN.md section 5, "exact" mode).
+/* Gradient alignment (DGA, DESIGN.md section 5; "exact" mode described here, "fd" and "jvp"
+ * at dga_align_method).
  *
  *   a_i = < grad l(theta, x_i), grad l'(theta, z) >
  *
@@ -36,10 +37,17 @@ dga_status  dga_align_norm_parse(const char *name, dga_align_norm *out);
  *     5): a_i ~ (l(theta + h g_t, x_i) - l(theta - h g_t, x_i)) / 2h, h = fd_eps / |g_t|,
  *     forward-only passes (dga_gpt_eval); theta is backed up in the model's gradient buffer
  *     and restored bit for bit. Gives no per-domain gradient norms (grad_norm = NaN), so only
- *     normalize = none; loss_i is the mean of the two perturbed losses (O(h^2) from l(theta)). */
-typedef enum { DGA_ALIGN_EXACT = 0, DGA_ALIGN_FD } dga_align_method;
+ *     normalize = none; loss_i is the mean of the two perturbed losses (O(h^2) from l(theta)).
+ * jvp: the same directional derivative by forward-mode differentiation (dga_gpt_jvp):
+ *     a_i = d/dh l(theta + h g_t, x_i) at h = 0, exact up to float rounding, one forward
+ *     pass carrying tangents per domain batch (chunked like the others, chunks weighted by
+ *     their token counts). Like fd it gives no per-domain gradient norms (grad_norm = NaN,
+ *     so only normalize = none) and dot = align; loss_i = l(theta, x_i) exactly. The
+ *     parameters are not touched; the model's gradient buffer holds the target gradient on
+ *     return. */
+typedef enum { DGA_ALIGN_EXACT = 0, DGA_ALIGN_FD, DGA_ALIGN_JVP } dga_align_method;
 
-const char *dga_align_method_name(dga_align_method m);              /* "exact", "fd" */
+const char *dga_align_method_name(dga_align_method m);              /* "exact", "fd", "jvp" */
 dga_status  dga_align_method_parse(const char *name, dga_align_method *out);
 
 typedef struct {

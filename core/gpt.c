@@ -50,6 +50,11 @@ struct dga_gpt {
     float *iarena;
     float *ix, *iln, *iqkv, *iatt, *iatty, *ifch, *igather, *ilogits;
     int irows;                         /* rows of the lm-head chunk (igather, ilogits) */
+
+    /* tangent arena (dga_gpt_jvp), the mirror of the inference arena plus LN statistics and
+     * the attention scratch; allocated by the first dga_gpt_jvp, then reused */
+    float *tarena;
+    float *tx, *tln, *tqkv, *tatty, *tfch, *tmean, *trstd, *tatt, *tgather, *tlogits;
 };
 
 static float *tensor_ptr(const dga_gpt *m, float *base, int idx)
@@ -122,8 +127,10 @@ static void build_layout(dga_gpt *m)
     m->num_params = off;
 }
 
+enum { ARENA_TRAIN, ARENA_INFER, ARENA_TANGENT };
+
 /* Carves the arenas: first pass (base NULL) only counts floats. */
-static size_t carve(dga_gpt *m, float *base, int inference)
+static size_t carve(dga_gpt *m, float *base, int which)
 {
     const size_t C = m->cfg.n_embd, V = m->cfg.vocab_size, T = m->cfg.n_ctx;
     const size_t N = (size_t)m->max_batch * T, NH = m->cfg.n_head;
@@ -133,7 +140,20 @@ static size_t carve(dga_gpt *m, float *base, int inference)
         if (base) (ptr) = base + off;              \
         off += ((count) + 15) & ~(size_t)15;       \
     } while (0)
-    if (inference) {
+    if (which == ARENA_TANGENT) {
+        TAKE(m->tx, N * C);
+        TAKE(m->tln, N * C);
+        TAKE(m->tqkv, N * 3 * C);
+        TAKE(m->tatty, N * C);
+        TAKE(m->tfch, N * 4 * C);
+        TAKE(m->tmean, N);
+        TAKE(m->trstd, N);
+        TAKE(m->tatt, 2 * T * T);
+        TAKE(m->tgather, (size_t)m->irows * C);
+        TAKE(m->tlogits, (size_t)m->irows * V);
+        return off;
+    }
+    if (which == ARENA_INFER) {
         TAKE(m->ix, N * C);
         TAKE(m->iln, N * C);
         TAKE(m->iqkv, N * 3 * C);
@@ -199,7 +219,7 @@ dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_gpt **ou
     m->params = calloc(m->num_params, sizeof(float));
     m->grads = calloc(m->num_params, sizeof(float));
     m->inputs = calloc(N, sizeof(int32_t));
-    size_t n_train = carve(m, NULL, 0), n_inf = carve(m, NULL, 1);
+    size_t n_train = carve(m, NULL, ARENA_TRAIN), n_inf = carve(m, NULL, ARENA_INFER);
     m->arena = calloc(n_train, sizeof(float));
     m->iarena = calloc(n_inf, sizeof(float));
     if (!m->params || !m->grads || !m->inputs || !m->arena || !m->iarena) {
@@ -209,8 +229,8 @@ dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_gpt **ou
                         "gpt: cannot allocate %zu MiB for parameters and activations (batch %d "
                         "x context %d)", mb, max_batch, cfg->n_ctx);
     }
-    carve(m, m->arena, 0);
-    carve(m, m->iarena, 1);
+    carve(m, m->arena, ARENA_TRAIN);
+    carve(m, m->iarena, ARENA_INFER);
     *out = m;
     return DGA_OK;
 nomem:
@@ -227,6 +247,7 @@ void dga_gpt_free(dga_gpt *m)
     free(m->layers);
     free(m->arena);
     free(m->iarena);
+    free(m->tarena);
     free(m->inputs);
     free(m);
 }
@@ -483,5 +504,98 @@ dga_status dga_gpt_next_logits(dga_gpt *m, const int32_t *tokens, int n, float *
     infer_trunk(m, tokens, 1, n);
     dga_op_lmhead_fwd(logits, m->iln + (size_t)(n - 1) * C, m->params, 1, C,
                       m->cfg.vocab_size);
+    return DGA_OK;
+}
+
+/* ---------------------------------------------------------------- forward mode */
+
+/* The inference trunk and lm head (primal, in the inference arena) interleaved with their
+ * tangents (in the tangent arena), op by op: each tangent rule needs the primal values of
+ * its own op only, so one block's worth of both is all that is ever held. */
+dga_status dga_gpt_jvp(dga_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                       const float *tangent, double *loss, double *dloss)
+{
+    int n_valid = 0;
+    dga_status st = check_batch(m, "jvp", inputs, targets, B, T, 1, &n_valid);
+    if (st != DGA_OK) return st;
+    if (!tangent) return dga_fail(DGA_ERR_INVALID, "jvp: tangent is NULL");
+    if (!m->tarena) {
+        float *a = calloc(carve(m, NULL, ARENA_TANGENT), sizeof(float));
+        if (!a)
+            return dga_fail(DGA_ERR_NOMEM, "jvp: cannot allocate %zu MiB for the tangent "
+                            "activations (batch %d x context %d)",
+                            carve(m, NULL, ARENA_TANGENT) * sizeof(float) >> 20, m->max_batch,
+                            m->cfg.n_ctx);
+        m->tarena = a;
+        carve(m, a, ARENA_TANGENT);
+    }
+    const int C = m->cfg.n_embd, NH = m->cfg.n_head, V = m->cfg.vocab_size;
+    const size_t N = (size_t)B * T;
+    float *p = m->params, *u = (float *)tangent;   /* u is only read (tensor_ptr is not const) */
+
+    dga_op_embed_fwd(m->ix, inputs, tensor_ptr(m, p, 0), tensor_ptr(m, p, 1), B, T, C);
+    dga_op_embed_jvp(m->tx, inputs, tensor_ptr(m, u, 0), tensor_ptr(m, u, 1), B, T, C);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+#define P_(w) layer_ptr(m, p, l, w)
+#define U_(w) layer_ptr(m, u, l, w)
+        /* x = x + c_proj(attn(c_attn(ln_1(x)))) */
+        dga_op_layernorm_fwd(m->iln, m->tmean, m->trstd, m->ix, P_(LN1_W), P_(LN1_B), N, C);
+        dga_op_layernorm_jvp(m->tln, m->ix, m->tx, P_(LN1_W), U_(LN1_W), U_(LN1_B), m->tmean,
+                             m->trstd, N, C);
+        dga_op_linear_fwd(m->iqkv, m->iln, P_(QKV_W), P_(QKV_B), N, C, 3 * C);
+        dga_op_linear_jvp(m->tqkv, m->iln, m->tln, P_(QKV_W), U_(QKV_W), U_(QKV_B), N, C, 3 * C);
+        dga_op_attention_jvp(m->iatty, m->tatty, m->tatt, m->iqkv, m->tqkv, B, T, C, NH);
+        dga_op_linear_fwd(m->iln, m->iatty, P_(APROJ_W), P_(APROJ_B), N, C, C);
+        dga_op_linear_jvp(m->tln, m->iatty, m->tatty, P_(APROJ_W), U_(APROJ_W), U_(APROJ_B), N,
+                          C, C);
+        dga_op_residual_fwd(m->ix, m->ix, m->iln, N * C);
+        dga_op_residual_jvp(m->tx, m->tx, m->tln, N * C);
+        /* x = x + c_proj(gelu(c_fc(ln_2(x)))) */
+        dga_op_layernorm_fwd(m->iln, m->tmean, m->trstd, m->ix, P_(LN2_W), P_(LN2_B), N, C);
+        dga_op_layernorm_jvp(m->tln, m->ix, m->tx, P_(LN2_W), U_(LN2_W), U_(LN2_B), m->tmean,
+                             m->trstd, N, C);
+        dga_op_linear_fwd(m->ifch, m->iln, P_(FC_W), P_(FC_B), N, C, 4 * C);
+        dga_op_linear_jvp(m->tfch, m->iln, m->tln, P_(FC_W), U_(FC_W), U_(FC_B), N, C, 4 * C);
+        /* the tangent first: it needs the pre-activation the in-place GELU overwrites */
+        dga_op_gelu_jvp(m->tfch, m->ifch, m->tfch, N * 4 * C);
+        dga_op_gelu_fwd(m->ifch, m->ifch, N * 4 * C);
+        dga_op_linear_fwd(m->iln, m->ifch, P_(FPROJ_W), P_(FPROJ_B), N, 4 * C, C);
+        dga_op_linear_jvp(m->tln, m->ifch, m->tfch, P_(FPROJ_W), U_(FPROJ_W), U_(FPROJ_B), N,
+                          4 * C, C);
+        dga_op_residual_fwd(m->ix, m->ix, m->iln, N * C);
+        dga_op_residual_jvp(m->tx, m->tx, m->tln, N * C);
+#undef P_
+#undef U_
+    }
+    int lf = 2 + PER_LAYER * m->cfg.n_layer;
+    dga_op_layernorm_fwd(m->iln, m->tmean, m->trstd, m->ix, tensor_ptr(m, p, lf),
+                         tensor_ptr(m, p, lf + 1), N, C);
+    dga_op_layernorm_jvp(m->tln, m->ix, m->tx, tensor_ptr(m, p, lf), tensor_ptr(m, u, lf),
+                         tensor_ptr(m, u, lf + 1), m->tmean, m->trstd, N, C);
+
+    /* Lm head and loss on the rows with a target only, irows at a time (as in eval); the
+     * head is tied, so the wte tangent enters here a second time. */
+    const float dscale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
+    double total = 0.0, dtotal = 0.0;
+    int32_t tg[256];
+    size_t i = 0;
+    while (i < N) {
+        int k = 0;
+        for (; i < N && k < m->irows; i++) {
+            if (targets[i] == DGA_IGNORE) continue;
+            memcpy(m->igather + (size_t)k * C, m->iln + i * C, (size_t)C * sizeof(float));
+            memcpy(m->tgather + (size_t)k * C, m->tln + i * C, (size_t)C * sizeof(float));
+            tg[k++] = targets[i];
+        }
+        if (k == 0) break;
+        dga_op_lmhead_fwd(m->ilogits, m->igather, tensor_ptr(m, p, 0), (size_t)k, C, V);
+        dga_op_lmhead_jvp(m->tlogits, m->igather, m->tgather, tensor_ptr(m, p, 0),
+                          tensor_ptr(m, u, 0), (size_t)k, C, V);
+        double d = 0.0;
+        total += dga_op_xent_jvp(m->ilogits, m->tlogits, tg, (size_t)k, V, dscale, &d);
+        dtotal += d;
+    }
+    if (loss) *loss = n_valid > 0 ? total / n_valid : 0.0;
+    if (dloss) *dloss = dtotal;
     return DGA_OK;
 }

@@ -81,6 +81,17 @@ void       dga_gpt_zero_grad(dga_gpt *model);
 dga_status dga_gpt_eval(dga_gpt *model, const int32_t *inputs, const int32_t *targets,
                         int B, int T, double *seq_nll, int *seq_count);
 
+/* Forward-mode differentiation: the batch's mean loss (as dga_gpt_forward defines it) and
+ * its directional derivative along `tangent` (num_params floats, the parameter layout):
+ *   *loss = l(theta),  *dloss = d/dh l(theta + h tangent) at h = 0 = <grad l, tangent>,
+ * from one forward pass carrying tangents (each linear layer costs three matmuls instead of
+ * one). Stores nothing for backward and leaves the parameters, gradients and the last
+ * dga_gpt_forward's activations alone; the first call allocates a tangent arena (about one
+ * transformer block's activations at the max batch), later calls allocate nothing. Both are 0
+ * if every target is ignored; either output may be NULL. */
+dga_status dga_gpt_jvp(dga_gpt *model, const int32_t *inputs, const int32_t *targets, int B,
+                       int T, const float *tangent, double *loss, double *dloss);
+
 /* Logits (V floats) at the last position of one sequence of n tokens (n <= n_ctx). */
 dga_status dga_gpt_next_logits(dga_gpt *model, const int32_t *tokens, int n, float *logits);
 

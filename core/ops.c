@@ -144,6 +144,12 @@ void dga_op_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t
         }
 }
 
+void dga_op_embed_jvp(float *dout, const int32_t *tok, const float *dwte, const float *dwpe,
+                      int B, int T, int C)
+{
+    dga_op_embed_fwd(dout, tok, dwte, dwpe, B, T, C);
+}
+
 /* ---------------------------------------------------------------- layernorm */
 
 void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
@@ -207,6 +213,41 @@ void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
     }
 }
 
+void dga_op_layernorm_jvp(float *dout, const float *inp, const float *dinp, const float *w,
+                          const float *dw, const float *db, const float *mean,
+                          const float *rstd, size_t N, int C)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *x = inp + i * C, *dx = dinp + i * C;
+        float *o = dout + i * C;
+        float m = mean[i], r = rstd[i];
+        /* d(x - m) = dx - mean(dx); d rstd = -r^3 mean((x - m) d(x - m)), and since
+         * mean(xhat) = 0 that is -r^2 mean(xhat dx): dxhat = r (dx - mean(dx) - xhat mean(xhat dx)) */
+        float as[LANES] = {0}, asx[LANES] = {0}, s = 0.0f, sx = 0.0f;
+        int c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int k = 0; k < LANES; k++) {
+                as[k] += dx[c + k];
+                asx[k] += dx[c + k] * ((x[c + k] - m) * r);
+            }
+        for (; c < C; c++) {
+            s += dx[c];
+            sx += dx[c] * ((x[c] - m) * r);
+        }
+        for (int k = 0; k < LANES; k++) {
+            s += as[k];
+            sx += asx[k];
+        }
+        s /= C;
+        sx /= C;
+        for (c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r;
+            float dxhat = r * (dx[c] - s - xhat * sx);
+            o[c] = dxhat * w[c] + xhat * dw[c] + db[c];
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- linear */
 
 void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
@@ -236,6 +277,21 @@ void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
     }
 }
 
+void dga_op_linear_jvp(float *dout, const float *inp, const float *dinp, const float *w,
+                       const float *dw, const float *dbias, size_t N, int IC, int OC)
+{
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, dinp, IC,
+                    w, OC, 0.0f, dout, OC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, dw,
+                OC, dinp ? 1.0f : 0.0f, dout, OC);
+    if (!dbias) return;
+    for (size_t i = 0; i < N; i++) {
+        float *o = dout + i * OC;
+        for (int j = 0; j < OC; j++) o[j] += dbias[j];
+    }
+}
+
 void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t N, int C,
                        int V)
 {
@@ -250,6 +306,15 @@ void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const flo
                 wte, C, 0.0f, dinp, C);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)N, 1.0f, dlogits, V, inp,
                 C, 1.0f, dwte, C);
+}
+
+void dga_op_lmhead_jvp(float *dlogits, const float *inp, const float *dinp, const float *wte,
+                       const float *dwte, size_t N, int C, int V)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, dinp, C, wte, C,
+                0.0f, dlogits, V);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, inp, C, dwte, C,
+                1.0f, dlogits, V);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -343,6 +408,52 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
         }
 }
 
+void dga_op_attention_jvp(float *out, float *dout, float *scratch, const float *qkv,
+                          const float *dqkv, int B, int T, int C, int NH)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *P = scratch, *D = scratch + (size_t)T * T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qo = (size_t)b * T * C3 + (size_t)h * hs, yo = (size_t)b * T * C + (size_t)h * hs;
+            const float *q = qkv + qo, *k = q + C, *v = q + 2 * C;
+            const float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
+            float *y = out + yo, *dy = dout + yo;
+            /* S = scale Q K^T and dS = scale (dQ K^T + Q dK^T), same causal blocks */
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                            dq + (size_t)i0 * C3, C3, k, C3, 0.0f, D + (size_t)i0 * T, T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                            q + (size_t)i0 * C3, C3, dk, C3, 1.0f, D + (size_t)i0 * T, T);
+            }
+            causal_softmax(P, T);
+            /* softmax tangent: dP = P * (dS - sum_j P dS); zero above the diagonal up to the
+             * block's end, which the P V products below read */
+            for (int i = 0; i < T; i++) {
+                const float *p = P + (size_t)i * T;
+                float *d = D + (size_t)i * T;
+                float dot = vdot(p, d, i + 1);
+                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+                int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
+                for (int j = i + 1; j < end; j++) d[j] = 0.0f;
+            }
+            /* Y = P V,  dY = dP V + P dV */
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                            P + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                            D + (size_t)i0 * T, T, v, C3, 0.0f, dy + (size_t)i0 * C, C);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                            P + (size_t)i0 * T, T, dv, C3, 1.0f, dy + (size_t)i0 * C, C);
+            }
+        }
+}
+
 /* ---------------------------------------------------------------- gelu, residual */
 
 void dga_op_gelu_fwd(float *out, const float *inp, size_t n)
@@ -354,15 +465,22 @@ void dga_op_gelu_fwd(float *out, const float *inp, size_t n)
     }
 }
 
+/* gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2),  t = tanh(k (x + a x^3)) */
+static inline float gelu_grad(float x)
+{
+    float t = ftanh(GELU_K * (x + GELU_A * x * x * x));
+    float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
 void dga_op_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float t = ftanh(GELU_K * (x + GELU_A * x * x * x));
-        float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-        float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-        dinp[i] = g * dout[i];
-    }
+    for (size_t i = 0; i < n; i++) dinp[i] = gelu_grad(inp[i]) * dout[i];
+}
+
+void dga_op_gelu_jvp(float *dout, const float *inp, const float *dinp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dout[i] = gelu_grad(inp[i]) * dinp[i];
 }
 
 void dga_op_residual_fwd(float *out, const float *a, const float *b, size_t n)
@@ -376,6 +494,11 @@ void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n)
         da[i] += dout[i];
         db[i] += dout[i];
     }
+}
+
+void dga_op_residual_jvp(float *dout, const float *da, const float *db, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dout[i] = da[i] + db[i];
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
@@ -411,5 +534,39 @@ double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int 
         for (int j = 0; j < V; j++) row[j] *= s;
         row[tg] -= dscale;
     }
+    return total;
+}
+
+double dga_op_xent_jvp(const float *logits, const float *dlogits, const int32_t *targets,
+                       size_t N, int V, float dscale, double *dloss)
+{
+    double total = 0.0, dtotal = 0.0;
+    for (size_t i = 0; i < N; i++) {
+        int tg = targets[i];
+        if (tg < 0) continue;   /* the same rows dga_op_xent_fwd_bwd skips */
+        const float *row = logits + i * (size_t)V, *drow = dlogits + i * (size_t)V;
+        float mx = vmax(row, V);
+        /* softmax . drow = sum_j e^(x_j - mx) drow_j / sum_j e^(x_j - mx), one pass */
+        float acc[LANES] = {0}, accd[LANES] = {0}, sum = 0.0f, sumd = 0.0f;
+        int j = 0;
+        for (; j + LANES <= V; j += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float e = fexp(row[j + k] - mx);
+                acc[k] += e;
+                accd[k] += e * drow[j + k];
+            }
+        for (; j < V; j++) {
+            float e = fexp(row[j] - mx);
+            sum += e;
+            sumd += e * drow[j];
+        }
+        for (int k = 0; k < LANES; k++) {
+            sum += acc[k];
+            sumd += accd[k];
+        }
+        total += (double)logf(sum) + (double)mx - (double)row[tg];
+        dtotal += (double)sumd / (double)sum - (double)drow[tg];
+    }
+    *dloss = (double)dscale * dtotal;
     return total;
 }

@@ -1,6 +1,6 @@
 /* GPT model: layout and init, whole-model gradient check against a double-precision
  * reference forward, memorisation with AdamW, determinism, input validation, eval and
- * next_logits consistency. */
+ * next_logits consistency, forward mode (dga_gpt_jvp) against backward and the reference. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -462,13 +462,148 @@ static void test_eval_and_logits(void **state)
     dga_gpt_free(m);
 }
 
+/* Larger weights than GPT-2's init (as in test_gradcheck) so every path carries signal. */
+static void big_weights(dga_gpt *m, dga_rng *r)
+{
+    float *p = dga_gpt_params(m);
+    size_t n = dga_gpt_num_params(m);
+    for (size_t i = 0; i < n; i++) p[i] = (float)(0.3 * dga_rng_normal(r));
+    for (int i = 0; i < dga_gpt_num_tensors(m); i++) {
+        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+        if (strstr(t->name, "ln_") && strstr(t->name, ".weight"))
+            for (size_t j = 0; j < t->numel; j++) p[t->offset + j] += 1.0f;
+    }
+}
+
+/* Forward mode against reverse mode and the double reference.
+ * (1) For a random direction u: dloss = <g, u> with g from backward, |diff| <= 1e-5 S where
+ *     S = sum |g_i u_i|, and dloss = a central difference of the double reference loss,
+ *     (ref(p + h u) - ref(p - h u)) / 2h with h = 1e-6 (error ~1e-9), |diff| <= 1e-5 S.
+ * (2) Per tensor (u random on one tensor, zero elsewhere) the same identity, so a tensor
+ *     whose tangent is dropped or mis-wired fails on its own (ln biases are tiny next to wte).
+ * (3) 320 rows through a model of max batch 40: the lm head runs in two row chunks.
+ * Measured: |diff| / S <= 2e-7 (S = 146 for |dloss| = 1.1 in (1)); 1e-5 leaves 50x room
+ * for float rounding while a dropped tensor tangent moves the sum by O(S_tensor). */
+static void test_jvp(void **state)
+{
+    (void)state;
+    const int B = 2, T = 7, V = TINY.vocab_size;
+    dga_gpt *m = make(&TINY, 3, 7);
+    dga_rng r;
+    dga_rng_seed(&r, 123);
+    big_weights(m, &r);
+    size_t n = dga_gpt_num_params(m);
+    float *p = dga_gpt_params(m);
+    int32_t in[14], tg[14];
+    random_tokens(in, 14, V, &r);
+    random_tokens(tg, 14, V, &r);
+    tg[3] = DGA_IGNORE;
+    tg[12] = DGA_IGNORE;
+    float loss;
+    dga_gpt_zero_grad(m);
+    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    float *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u), *p0 = malloc(n * sizeof *p0);
+    memcpy(g, dga_gpt_grads(m), n * sizeof *g);
+    memcpy(p0, p, n * sizeof *p0);
+    for (size_t i = 0; i < n; i++) u[i] = (float)dga_rng_normal(&r);
+
+    double l = 0, d = 0, dot = 0, S = 0;
+    assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, u, &l, &d), DGA_OK);
+    for (size_t i = 0; i < n; i++) {
+        dot += (double)g[i] * u[i];
+        S += fabs((double)g[i] * u[i]);
+    }
+    assert_true(fabs(l - loss) < 1e-5 * fabs(loss));
+    if (!(fabs(d - dot) <= 1e-5 * S))
+        fail_msg("jvp %.10g, <grad, u> %.10g (S %.4g)", d, dot, S);
+    /* parameters and gradients untouched, the forward's activations still there */
+    assert_memory_equal(p, p0, n * sizeof *p);
+    assert_memory_equal(dga_gpt_grads(m), g, n * sizeof *g);
+    dga_gpt_zero_grad(m);
+    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    assert_memory_equal(dga_gpt_grads(m), g, n * sizeof *g);
+
+    double *pd = malloc(n * sizeof *pd);
+    const double h = 1e-6;
+    ref_model ref = {m, pd};
+    for (size_t i = 0; i < n; i++) pd[i] = p[i] + h * u[i];
+    double lp = ref_loss(&ref, in, tg, B, T);
+    for (size_t i = 0; i < n; i++) pd[i] = p[i] - h * u[i];
+    double lm = ref_loss(&ref, in, tg, B, T);
+    double fd = (lp - lm) / (2 * h);
+    if (!(fabs(d - fd) <= 1e-5 * S))
+        fail_msg("jvp %.10g, central difference of the double reference %.10g (S %.4g)", d, fd,
+                 S);
+    print_message("# jvp: %.8g, <grad, u> %.8g, double central difference %.8g, S %.3g\n", d,
+                  dot, fd, S);
+
+    double worst = 0;
+    for (int t = 0; t < dga_gpt_num_tensors(m); t++) {
+        const dga_tensor_info *ti = dga_gpt_tensor(m, t);
+        memset(u, 0, n * sizeof *u);
+        double dt = 0, St = 0, dj = 0;
+        for (size_t j = ti->offset; j < ti->offset + ti->numel; j++) {
+            u[j] = (float)dga_rng_normal(&r);
+            dt += (double)g[j] * u[j];
+            St += fabs((double)g[j] * u[j]);
+        }
+        assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, u, NULL, &dj), DGA_OK);
+        if (!(St > 0)) fail_msg("%s: no gradient to compare with", ti->name);
+        if (!(fabs(dj - dt) <= 1e-5 * St))
+            fail_msg("%s: jvp %.10g, <grad, u> %.10g (S %.4g)", ti->name, dj, dt, St);
+        worst = fmax(worst, fabs(dj - dt) / St);
+    }
+    print_message("# jvp per tensor: worst |jvp - <grad, u>| / S = %.2e\n", worst);
+
+    /* all targets ignored: 0 and 0; bad arguments */
+    int32_t none[14];
+    for (int i = 0; i < 14; i++) none[i] = DGA_IGNORE;
+    l = d = 1;
+    assert_int_equal(dga_gpt_jvp(m, in, none, B, T, u, &l, &d), DGA_OK);
+    assert_true(l == 0.0 && d == 0.0);
+    assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, NULL, &l, &d), DGA_ERR_INVALID);
+    in[4] = V;
+    assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, u, &l, &d), DGA_ERR_INVALID);
+    assert_non_null(strstr(dga_last_error(), "jvp"));
+    assert_int_equal(dga_gpt_jvp(m, in, tg, 4, T, u, &l, &d), DGA_ERR_INVALID);   /* > max */
+    free(g), free(u), free(p0), free(pd);
+    dga_gpt_free(m);
+
+    /* lm head in row chunks (256 rows at a time) */
+    enum { BB = 40, TT = 8 };
+    m = make(&TINY, BB, 8);
+    big_weights(m, &r);
+    n = dga_gpt_num_params(m);
+    int32_t *bi = malloc(BB * TT * sizeof *bi), *bt = malloc(BB * TT * sizeof *bt);
+    random_tokens(bi, BB * TT, V, &r);
+    random_tokens(bt, BB * TT, V, &r);
+    for (int i = 0; i < BB * TT; i += 7) bt[i] = DGA_IGNORE;
+    u = malloc(n * sizeof *u);
+    for (size_t i = 0; i < n; i++) u[i] = (float)dga_rng_normal(&r);
+    dga_gpt_zero_grad(m);
+    assert_int_equal(dga_gpt_forward(m, bi, bt, BB, TT, &loss), DGA_OK);
+    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    const float *gg = dga_gpt_grads(m);
+    dot = S = 0;
+    for (size_t i = 0; i < n; i++) {
+        dot += (double)gg[i] * u[i];
+        S += fabs((double)gg[i] * u[i]);
+    }
+    assert_int_equal(dga_gpt_jvp(m, bi, bt, BB, TT, u, &l, &d), DGA_OK);
+    assert_true(fabs(l - loss) < 1e-5 * fabs(loss));
+    if (!(fabs(d - dot) <= 1e-5 * S)) fail_msg("chunked jvp %.10g, <grad, u> %.10g", d, dot);
+    free(u), free(bi), free(bt);
+    dga_gpt_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),       cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_gradcheck),    cmocka_unit_test(test_memorise),
         cmocka_unit_test(test_determinism),  cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_eval_and_logits),
+        cmocka_unit_test(test_eval_and_logits), cmocka_unit_test(test_jvp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,15 @@
  * with h = 1e-6 (truncation ~1e-12, rounding ~1e-10), so the comparison measures the float
  * kernel only. Tolerance: |analytic - fd| <= 1e-4 * (1 + |fd|) (float rounding accumulated
  * over sums of at most a few hundred terms stays below 1e-5 here). Backward kernels that
- * accumulate are started from a non-zero buffer to check that they add. */
+ * accumulate are started from a non-zero buffer to check that they add.
+ *
+ * Forward-mode kernels (dga_op_<op>_jvp) against the backward, by the adjoint identity: for
+ * random primal inputs, random tangents u of every input and parameter and a random output
+ * cotangent v, <v, JVP(u)> = sum over inputs and parameters of <VJP(v), u>. Both sides are
+ * summed in double; tolerance |lhs - rhs| <= ADJ_TOL * S with S = sum of |v_i JVP(u)_i| (the
+ * size of the terms of the sum, so cancellation cannot hide an error), ADJ_TOL = 1e-5: float
+ * rounding measured here stays below 1e-7 of S (each check prints its ratio), and a wrong term (a missing parameter
+ * tangent, a wrong sign, a dropped softmax correction) moves the identity by O(S). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -436,6 +444,226 @@ static void test_xent(void **state)
     free(xd);
 }
 
+/* ---------------------------------------------------------------- forward mode */
+
+#define ADJ_TOL 1e-5
+
+static double dotf(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+static double absdotf(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += fabs((double)a[i] * b[i]);
+    return s;
+}
+
+static void adjoint_check(const char *what, double lhs, double rhs, double S)
+{
+    if (!(S > 0) || !(fabs(lhs - rhs) <= ADJ_TOL * S))
+        fail_msg("%s: <v, jvp(u)> = %.10g, <vjp(v), u> = %.10g, scale %.4g", what, lhs, rhs, S);
+    print_message("# adjoint %s: |lhs - rhs| / S = %.1e\n", what, fabs(lhs - rhs) / S);
+}
+
+static float *frand(size_t n, double scale)
+{
+    float *f = malloc(n * sizeof *f);
+    fill(f, NULL, n, scale);
+    return f;
+}
+
+static void test_embedding_jvp(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 5, C = 6, V = 7, TMAX = 6 };
+    const int32_t tok[B * T] = {1, 3, 3, 0, 6, 2, 1, 6, 6, 4};
+    float uwte[V * C], uwpe[TMAX * C], v[B * T * C], jv[B * T * C];
+    float gwte[V * C] = {0}, gwpe[TMAX * C] = {0};
+    fill(uwte, NULL, V * C, 1);
+    fill(uwpe, NULL, TMAX * C, 1);
+    fill(v, NULL, B * T * C, 1);
+    dga_op_embed_jvp(jv, tok, uwte, uwpe, B, T, C);
+    dga_op_embed_bwd(gwte, gwpe, v, tok, B, T, C);
+    adjoint_check("embed", dotf(v, jv, B * T * C),
+                  dotf(gwte, uwte, V * C) + dotf(gwpe, uwpe, TMAX * C), absdotf(v, jv, B * T * C));
+}
+
+static void test_layernorm_jvp(void **state)
+{
+    (void)state;
+    enum { N = 5, C = 37 };   /* C: one full 16-lane block, one partial, a scalar tail */
+    float x[N * C], w[C], y[N * C], mean[N], rstd[N];
+    float ux[N * C], uw[C], ub[C], v[N * C], jv[N * C];
+    float gx[N * C] = {0}, gw[C] = {0}, gb[C] = {0};
+    fill(x, NULL, N * C, 2);
+    for (int i = 0; i < C; i++) x[i] += 3.0f;
+    fill(w, NULL, C, 1);
+    fill(ux, NULL, N * C, 1);
+    fill(uw, NULL, C, 1);
+    fill(ub, NULL, C, 1);
+    fill(v, NULL, N * C, 1);
+    float b[C];
+    fill(b, NULL, C, 1);
+    dga_op_layernorm_fwd(y, mean, rstd, x, w, b, N, C);
+    for (int i = 0; i < N * C; i++) jv[i] = 99.0f;   /* overwritten */
+    dga_op_layernorm_jvp(jv, x, ux, w, uw, ub, mean, rstd, N, C);
+    dga_op_layernorm_bwd(gx, gw, gb, v, x, w, mean, rstd, N, C);
+    adjoint_check("layernorm", dotf(v, jv, N * C),
+                  dotf(gx, ux, N * C) + dotf(gw, uw, C) + dotf(gb, ub, C), absdotf(v, jv, N * C));
+    /* the input tangent alone (the mean/variance correction terms) */
+    float z[C] = {0};
+    dga_op_layernorm_jvp(jv, x, ux, w, z, z, mean, rstd, N, C);
+    adjoint_check("layernorm dx only", dotf(v, jv, N * C), dotf(gx, ux, N * C),
+                  absdotf(v, jv, N * C));
+}
+
+static void test_linear_jvp(void **state)
+{
+    (void)state;
+    enum { N = 7, IC = 9, OC = 11 };
+    float x[N * IC], w[IC * OC], ux[N * IC], uw[IC * OC], ub[OC], v[N * OC], jv[N * OC];
+    float gx[N * IC], gw[IC * OC] = {0}, gb[OC] = {0};
+    fill(x, NULL, N * IC, 1);
+    fill(w, NULL, IC * OC, 1);
+    fill(ux, NULL, N * IC, 1);
+    fill(uw, NULL, IC * OC, 1);
+    fill(ub, NULL, OC, 1);
+    fill(v, NULL, N * OC, 1);
+    for (int i = 0; i < N * OC; i++) jv[i] = 99.0f;
+    dga_op_linear_jvp(jv, x, ux, w, uw, ub, N, IC, OC);
+    dga_op_linear_bwd(gx, gw, gb, v, x, w, N, IC, OC);
+    adjoint_check("linear", dotf(v, jv, N * OC),
+                  dotf(gx, ux, N * IC) + dotf(gw, uw, IC * OC) + dotf(gb, ub, OC),
+                  absdotf(v, jv, N * OC));
+    /* constant input, no bias: only x @ dw */
+    for (int i = 0; i < N * OC; i++) jv[i] = 99.0f;
+    dga_op_linear_jvp(jv, x, NULL, w, uw, NULL, N, IC, OC);
+    adjoint_check("linear (dw only)", dotf(v, jv, N * OC), dotf(gw, uw, IC * OC),
+                  absdotf(v, jv, N * OC));
+}
+
+static void test_lmhead_jvp(void **state)
+{
+    (void)state;
+    enum { N = 6, C = 5, V = 17 };
+    float x[N * C], wte[V * C], ux[N * C], uw[V * C], v[N * V], jv[N * V];
+    float gx[N * C], gw[V * C] = {0};
+    fill(x, NULL, N * C, 1);
+    fill(wte, NULL, V * C, 1);
+    fill(ux, NULL, N * C, 1);
+    fill(uw, NULL, V * C, 1);
+    fill(v, NULL, N * V, 1);
+    dga_op_lmhead_jvp(jv, x, ux, wte, uw, N, C, V);
+    dga_op_lmhead_bwd(gx, gw, v, x, wte, N, C, V);
+    adjoint_check("lmhead", dotf(v, jv, N * V), dotf(gx, ux, N * C) + dotf(gw, uw, V * C),
+                  absdotf(v, jv, N * V));
+}
+
+static void check_attention_jvp(int B, int T, int C, int NH)
+{
+    const size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = frand(nq, 1.5), *u = frand(nq, 1), *v = frand(ny, 1);
+    float *y = malloc(ny * sizeof *y), *y2 = malloc(ny * sizeof *y2), *jv = malloc(ny * sizeof *jv);
+    float *att = malloc(na * sizeof *att), *g = malloc(nq * sizeof *g);
+    float *datt = malloc((size_t)T * T * sizeof *datt);
+    float *scratch = malloc(2 * (size_t)T * T * sizeof *scratch);
+    for (size_t i = 0; i < 2 * (size_t)T * T; i++) scratch[i] = 99.0f;   /* must not leak */
+    for (size_t i = 0; i < ny; i++) jv[i] = y2[i] = 99.0f;
+    dga_op_attention_fwd(y, att, (size_t)T * T, qkv, B, T, C, NH);
+    dga_op_attention_jvp(y2, jv, scratch, qkv, u, B, T, C, NH);
+    for (size_t i = 0; i < ny; i++)   /* the primal output it returns is the forward's */
+        if (fabs(y2[i] - y[i]) > 1e-6 * (1 + fabs(y[i])))
+            fail_msg("attention jvp primal[%zu]: %.8g, forward %.8g", i, y2[i], y[i]);
+    dga_op_attention_bwd(g, datt, v, qkv, att, B, T, C, NH);
+    adjoint_check("attention", dotf(v, jv, ny), dotf(g, u, nq), absdotf(v, jv, ny));
+    /* a tangent on the queries only: the softmax path alone */
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int c = C; c < 3 * C; c++) u[r * 3 * C + c] = 0.0f;
+    dga_op_attention_jvp(y2, jv, scratch, qkv, u, B, T, C, NH);
+    adjoint_check("attention (dq only)", dotf(v, jv, ny), dotf(g, u, nq), absdotf(v, jv, ny));
+    free(qkv), free(u), free(v), free(y), free(y2), free(jv), free(att), free(g), free(datt);
+    free(scratch);
+}
+
+static void test_attention_jvp(void **state)
+{
+    (void)state;
+    check_attention_jvp(2, 7, 15, 3);
+    check_attention_jvp(1, 67, 6, 2);   /* across the causal blocks of 64 rows */
+}
+
+static void test_gelu_jvp(void **state)
+{
+    (void)state;
+    enum { N = 203 };
+    float x[N], u[N], v[N], jv[N], g[N];
+    fill(x, NULL, N, 2.5);
+    x[0] = 0, x[1] = -12, x[2] = 12, x[3] = 1e-4f;
+    fill(u, NULL, N, 1);
+    fill(v, NULL, N, 1);
+    dga_op_gelu_jvp(jv, x, u, N);
+    dga_op_gelu_bwd(g, x, v, N);
+    adjoint_check("gelu", dotf(v, jv, N), dotf(g, u, N), absdotf(v, jv, N));
+    float in_place[N];
+    memcpy(in_place, u, sizeof u);
+    dga_op_gelu_jvp(in_place, x, in_place, N);
+    assert_memory_equal(in_place, jv, sizeof jv);
+}
+
+static void test_residual_jvp(void **state)
+{
+    (void)state;
+    enum { N = 37 };
+    float ua[N], ub[N], v[N], jv[N], ga[N] = {0}, gb[N] = {0};
+    fill(ua, NULL, N, 1);
+    fill(ub, NULL, N, 1);
+    fill(v, NULL, N, 1);
+    dga_op_residual_jvp(jv, ua, ub, N);
+    dga_op_residual_bwd(ga, gb, v, N);
+    adjoint_check("residual", dotf(v, jv, N), dotf(ga, ua, N) + dotf(gb, ub, N),
+                  absdotf(v, jv, N));
+}
+
+/* The loss is a scalar: its cotangent v is a number, VJP(v) = fwd_bwd's dlogits with
+ * dscale = v / count. Ignored rows: no loss and no derivative, whatever their tangent. */
+static void test_xent_jvp(void **state)
+{
+    (void)state;
+    enum { N = 6, V = 23 };
+    const int32_t tg[N] = {4, DGA_IGNORE, 0, 22, DGA_IGNORE, 4};
+    const int count = 4;
+    float lg[N * V], lg0[N * V], u[N * V];
+    fill(lg, NULL, N * V, 3);
+    lg[5 * V + 7] = 60.0f;
+    fill(u, NULL, N * V, 1);
+    memcpy(lg0, lg, sizeof lg);
+    double d = 0;
+    double loss = dga_op_xent_jvp(lg, u, tg, N, V, 1.0f / count, &d);
+    assert_memory_equal(lg, lg0, sizeof lg);   /* logits left intact */
+    const double v = 0.7;
+    double want = dga_op_xent_fwd_bwd(lg, tg, N, V, (float)(v / count));   /* lg: dlogits */
+    assert_true(fabs(loss - want) < 1e-6 * want);
+    double S = 0;
+    for (int i = 0; i < N * V; i++) S += fabs((double)lg[i] * u[i]);
+    adjoint_check("xent", v * d, dotf(lg, u, N * V), S);
+    /* the tangent of ignored rows does not matter, exactly */
+    for (int j = 0; j < V; j++) u[1 * V + j] = 1e6f, u[4 * V + j] = -3.0f;
+    double d2 = 0;
+    dga_op_xent_jvp(lg0, u, tg, N, V, 1.0f / count, &d2);
+    assert_true(d2 == d);
+    /* all ignored: nothing */
+    const int32_t none[N] = {DGA_IGNORE, DGA_IGNORE, DGA_IGNORE, DGA_IGNORE, DGA_IGNORE, DGA_IGNORE};
+    assert_true(dga_op_xent_jvp(lg0, u, none, N, V, 1.0f, &d2) == 0.0 && d2 == 0.0);
+    /* a shift of every logit of a row by the same amount changes no softmax: derivative 0 */
+    for (int i = 0; i < N * V; i++) u[i] = 1.0f;
+    dga_op_xent_jvp(lg0, u, tg, N, V, 1.0f / count, &d2);
+    assert_true(fabs(d2) < 1e-6);
+}
+
 int main(void)
 {
     dga_rng_seed(&rng, 2024);
@@ -445,6 +673,10 @@ int main(void)
         cmocka_unit_test(test_lmhead),   cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gelu),     cmocka_unit_test(test_residual),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_embedding_jvp), cmocka_unit_test(test_layernorm_jvp),
+        cmocka_unit_test(test_linear_jvp),    cmocka_unit_test(test_lmhead_jvp),
+        cmocka_unit_test(test_attention_jvp), cmocka_unit_test(test_gelu_jvp),
+        cmocka_unit_test(test_residual_jvp),  cmocka_unit_test(test_xent_jvp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,6 +203,27 @@ describe("dga.align", function()
         assert.matches("normalize", err, 1, true)
     end)
 
+    it("method jvp equals exact (forward-mode differentiation)", function()
+        local before = model:params()
+        local e = dga.align(model, tx, ty, batches)
+        local j = dga.align(model, tx, ty, batches, {method = "jvp"})
+        assert.are.equal("jvp", j.method)
+        assert.are.same(before:totable(), model:params():totable())
+        for d = 1, 3 do
+            assert.is_true(math.abs(e.align[d]) > 0)
+            -- exact to float rounding: relative error < 1e-4 (measured ~1e-7)
+            assert.is_true(math.abs(j.align[d] - e.align[d]) <= 1e-4 * math.abs(e.align[d]))
+            assert.is_true(math.abs(j.loss[d] - e.loss[d]) <= 1e-5 * e.loss[d])
+            assert.is_true(j.grad_norm[d] ~= j.grad_norm[d])   -- NaN: not computed
+        end
+        local ok, err = pcall(dga.align, model, tx, ty, batches, {method = "jvp", normalize = "cosine"})
+        assert.is_false(ok)
+        assert.matches("method = \"jvp\" gives no per-domain gradient norms", err, 1, true)
+        ok, err = pcall(dga.align, model, tx, ty, batches, {method = "forward"})
+        assert.is_false(ok)
+        assert.matches("\"jvp\"", err, 1, true)
+    end)
+
     it("rejects bad arguments", function()
         local ok, err = pcall(dga.align, model, tx, ty, batches, {normalize = "l2"})
         assert.is_false(ok)
