@@ -8,9 +8,9 @@
 BUILD    ?= build
 SAN      ?=
 CC       ?= cc
-PKGS     := lua5.4 openblas jansson
+PKGS     := lua5.4 openblas jansson zlib
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
-            libcsv-dev libjansson-dev libreadline-dev libcmocka-dev lua-argparse lua-busted \
+            libcsv-dev libjansson-dev zlib1g-dev libreadline-dev libcmocka-dev lua-argparse lua-busted \
             lua-filesystem gnuplot-nox
 
 OPT      ?= -O3 -march=native

@@ -5,6 +5,7 @@
 
 #include "bpe.h"
 #include "dgal.h"
+#include "jsonl.h"
 
 #define DGAL_TOKENIZER "dga.tokenizer"
 #define DGAL_TEXT_READER "dga.text_reader"
@@ -15,5 +16,9 @@ dga_bpe *dgal_check_tokenizer(lua_State *L, int idx);
 
 /* Pushes a new dga.tokenizer that takes ownership of tok (freed by its __gc/__close). */
 void dgal_push_tokenizer(lua_State *L, dga_bpe *tok);
+
+/* Pushes a reader's counters as a table {files=, lines=, docs=, bytes=, blank=, bad_json=,
+ * not_object=, no_text=, bad_utf8=, skipped=, messages = {"file:line: reason", ...}}. */
+void dgal_push_text_stats(lua_State *L, const dga_text_stats *s);
 
 #endif

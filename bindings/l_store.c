@@ -18,7 +18,9 @@
  *   s:close() / __close / __gc
  *   dga.store_build{corpus=, out=, levels={64}, seq_len=129, tokenizer=nil, vocab=8192,
  *                   max_mb=0, train_mb=0, spherical=true, iters=25, seed=1,
- *                   embedder="hash384", verbose=false}
+ *                   embedder="hash384", save_embeddings=false, verbose=false}
+ *       -> out, stats (the text readers' counters: skipped = malformed lines, messages =
+ *          the first "file:line: reason"s; see dga.read_texts)
  *   dga.embed(texts [, store]) -> float32 [n, dim] (without a store: idf fitted on texts)
  *   dga.kmeans(points, k, {seed=0, iters=25, spherical=false, seed_sample=0})
  *       -> centroids float32 [k', d], assignment int32 [n] (1-based); k' <= k
@@ -34,6 +36,7 @@
 #include <string.h>
 
 #include "dgal.h"
+#include "dgal_text.h"
 #include "embed.h"
 #include "fileio.h"
 #include "kmeans.h"
@@ -446,7 +449,10 @@ static int l_store_build(lua_State *L)
     o.iters = (int)opt_int(L, 1, "iters", 25);
     o.seed = (uint64_t)opt_int(L, 1, "seed", 1);
     o.embedder = opt_string(L, 1, "embedder", "hash384");
+    o.save_embeddings = opt_bool(L, 1, "save_embeddings", 0);
     o.verbose = opt_bool(L, 1, "verbose", 0);
+    dga_text_stats stats = {0};
+    o.text_stats = &stats;
     o.nlevels = 1;
     o.levels[0] = 64;
     if (lua_getfield(L, 1, "levels") != LUA_TNIL) {
@@ -469,7 +475,8 @@ static int l_store_build(lua_State *L)
     lua_pop(L, 1);
     DGAL_CHECK(L, dga_store_build(&o));
     lua_pushstring(L, o.out);
-    return 1;
+    dgal_push_text_stats(L, &stats);
+    return 2;
 }
 
 /* embedder box so the embedder is freed if an error unwinds */

@@ -298,7 +298,7 @@ static int reader_next(lua_State *L)
     return 3;
 }
 
-static void push_stats(lua_State *L, const dga_text_stats *s)
+void dgal_push_text_stats(lua_State *L, const dga_text_stats *s)
 {
     lua_createtable(L, 0, 12);
 #define FIELD(name)                                   \
@@ -326,7 +326,7 @@ static void push_stats(lua_State *L, const dga_text_stats *s)
 static int reader_stats(lua_State *L)
 {
     reader_box *b = check_reader(L, 1);
-    push_stats(L, b->r ? dga_text_reader_stats(b->r) : &b->stats);
+    dgal_push_text_stats(L, b->r ? dga_text_reader_stats(b->r) : &b->stats);
     return 1;
 }
 
@@ -374,7 +374,7 @@ static int l_read_texts(lua_State *L)
         lua_rawseti(L, 4, ++n);
     }
     reader_finish(b);
-    push_stats(L, &b->stats);
+    dgal_push_text_stats(L, &b->stats);
     return 2;
 }
 
@@ -460,7 +460,7 @@ static int tok_encode_corpus(lua_State *L)
     if (b->ids.n) memcpy(dga_tensor_i32(t), b->ids.ids, b->ids.n * sizeof(int32_t));
     dga_bpe_ids_free(&b->ids);
     dgal_push_tensor(L, t);
-    push_stats(L, dga_text_reader_stats(b->r));
+    dgal_push_text_stats(L, dga_text_reader_stats(b->r));
     dga_text_close(b->r);
     b->r = NULL;
     return 2;

@@ -2,17 +2,21 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Fixed metadata keys, in the order they are written. */
-enum { K_FORMAT, K_TYPE, K_LAYER, K_HEAD, K_EMBD, K_POS, K_VOCAB, K_BATCH, N_MODEL_KEYS };
+enum { K_FORMAT, K_DGA_FORMAT, K_TYPE, K_LAYER, K_HEAD, K_EMBD, K_POS, K_VOCAB, K_BATCH,
+       N_MODEL_KEYS };
 enum { O_STEPS, O_LR, O_B1, O_B2, O_EPS, O_WD, N_OPT_KEYS };
 static const char *const model_keys[N_MODEL_KEYS] = {
-    "format", "model_type", "n_layer", "n_head", "n_embd", "n_positions", "vocab_size",
-    "dgalua.max_batch",
+    "format", "dgalua.format", "model_type", "n_layer", "n_head", "n_embd", "n_positions",
+    "vocab_size", "dgalua.max_batch",
 };
+#define CRC_KEY "dgalua.crc32"
+#define LEGACY_FORMAT "dgalua-checkpoint-1"   /* no checksum, "format" held this */
 static const char *const opt_keys[N_OPT_KEYS] = {
     "optimizer.steps", "optimizer.lr", "optimizer.beta1", "optimizer.beta2", "optimizer.eps",
     "optimizer.weight_decay",
@@ -22,7 +26,7 @@ static int is_reserved_key(const char *k)
 {
     for (int i = 0; i < N_MODEL_KEYS; i++)
         if (!strcmp(k, model_keys[i])) return 1;
-    return !strncmp(k, "optimizer.", 10);
+    return !strncmp(k, "optimizer.", 10) || !strcmp(k, CRC_KEY);
 }
 
 static void fill_model_entry(dga_st_entry *e, const dga_tensor_info *ti, const char *name,
@@ -85,7 +89,9 @@ dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
     for (int i = 0; i < n_extras; i++) e[k++] = extras[i];
 
     int q = 0;
-    snprintf(vals[K_FORMAT], sizeof vals[0], "%s", DGA_CHECKPOINT_FORMAT);
+    /* Hugging Face's from_pretrained accepts only "pt" (or tf/flax/mlx) under "format" */
+    snprintf(vals[K_FORMAT], sizeof vals[0], "pt");
+    snprintf(vals[K_DGA_FORMAT], sizeof vals[0], "%s", DGA_CHECKPOINT_FORMAT);
     snprintf(vals[K_TYPE], sizeof vals[0], "gpt2");
     snprintf(vals[K_LAYER], sizeof vals[0], "%d", c->n_layer);
     snprintf(vals[K_HEAD], sizeof vals[0], "%d", c->n_head);
@@ -106,7 +112,7 @@ dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
         for (int i = 0; i < N_OPT_KEYS; i++) m[q++] = (dga_st_meta){opt_keys[i], ov[i]};
     }
     for (int i = 0; i < n_meta; i++) m[q++] = meta[i];
-    st = dga_safetensors_write(path, e, n, m, nm);
+    st = dga_safetensors_write_crc(path, e, n, m, nm, CRC_KEY);
 out:
     free(e);
     free(m);
@@ -168,11 +174,14 @@ dga_status dga_checkpoint_open(const char *path, dga_checkpoint **out)
         free(ck);
         return st;
     }
-    const char *fmt = dga_safetensors_meta(ck->file, "format");
-    if (!fmt || strcmp(fmt, DGA_CHECKPOINT_FORMAT)) {
-        st = dga_fail(DGA_ERR_FORMAT, "%s: metadata \"format\" is %s%s%s (expected \"%s\": not a "
-                      "dgalua checkpoint)", path, fmt ? "\"" : "", fmt ? fmt : "missing",
-                      fmt ? "\"" : "", DGA_CHECKPOINT_FORMAT);
+    const char *fmt = dga_safetensors_meta(ck->file, model_keys[K_DGA_FORMAT]);
+    const char *legacy = dga_safetensors_meta(ck->file, model_keys[K_FORMAT]);
+    if (fmt && !strcmp(fmt, DGA_CHECKPOINT_FORMAT)) {
+        if ((st = dga_safetensors_check_crc(ck->file, CRC_KEY)) != DGA_OK) goto fail;
+    } else if (!(legacy && !strcmp(legacy, LEGACY_FORMAT))) {
+        st = dga_fail(DGA_ERR_FORMAT, "%s: metadata \"%s\" is %s%s%s (expected \"%s\": not a "
+                      "dgalua checkpoint)", path, model_keys[K_DGA_FORMAT], fmt ? "\"" : "",
+                      fmt ? fmt : "missing", fmt ? "\"" : "", DGA_CHECKPOINT_FORMAT);
         goto fail;
     }
     int64_t v[5], batch = 1;
@@ -222,6 +231,23 @@ static dga_status check_config(const dga_checkpoint *ck, const dga_gpt *model)
     return DGA_OK;
 }
 
+/* An error naming the tensor if its data holds a NaN or an infinity: such a checkpoint would
+ * load and then poison every step. */
+static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e)
+{
+    const unsigned char *p = e->data;   /* possibly unaligned: read through memcpy */
+    int64_t n = dga_st_entry_numel(e);
+    for (int64_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + 4 * i, 4);
+        if (!isfinite(x))
+            return dga_fail(DGA_ERR_FORMAT, "%s: tensor '%s' holds %s at index %" PRId64
+                            " (a diverged run was saved?)", dga_safetensors_path(ck->file),
+                            e->name, isnan(x) ? "NaN" : "an infinity", i);
+    }
+    return DGA_OK;
+}
+
 /* The entry `name` as F32 with the shape of ti, or an error. */
 static dga_status find_like(const dga_checkpoint *ck, const char *name,
                             const dga_tensor_info *ti, const dga_st_entry **out)
@@ -254,6 +280,7 @@ dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_gpt *model)
         const dga_tensor_info *ti = dga_gpt_tensor(model, i);
         const dga_st_entry *e;
         st = find_like(ck, ti->name, ti, &e);
+        if (st == DGA_OK) st = check_finite(ck, e);
     }
     if (st != DGA_OK) return st;
     float *theta = dga_gpt_params(model);
@@ -291,8 +318,10 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt
         const dga_st_entry *e;
         snprintf(name, sizeof name, "optimizer.m.%s", ti->name);
         st = find_like(ck, name, ti, &e);
+        if (st == DGA_OK) st = check_finite(ck, e);
         snprintf(name, sizeof name, "optimizer.v.%s", ti->name);
         if (st == DGA_OK) st = find_like(ck, name, ti, &e);
+        if (st == DGA_OK) st = check_finite(ck, e);
     }
     if (st != DGA_OK) return st;
     float *m = dga_adamw_m(opt), *v = dga_adamw_v(opt);

@@ -1,6 +1,6 @@
 /* Training checkpoints as one safetensors file that PyTorch / Hugging Face can read.
  *
- * Layout of the file (format "dgalua-checkpoint-1"):
+ * Layout of the file (format "dgalua-checkpoint-2"):
  *   model      every GPT-2 tensor under its Hugging Face name ("transformer.h.0.attn.c_attn.
  *              weight", ...), F32, matrices [in, out] as HF's Conv1D. No "lm_head.weight":
  *              GPT2LMHeadModel ties it to transformer.wte.weight.
@@ -9,8 +9,10 @@
  *   extras     caller-named tensors, written verbatim (the Lua binding uses "extra.<name>"
  *              for tensors and "blob.<name>" for U8 blobs).
  *   metadata   GPT2Config keys: "model_type"="gpt2", "n_layer", "n_head", "n_embd",
- *              "n_positions", "vocab_size"; "format"="dgalua-checkpoint-1";
- *              "dgalua.max_batch"; with an optimizer "optimizer.steps", "optimizer.lr",
+ *              "n_positions", "vocab_size"; "format"="pt" (what Hugging Face's loader
+ *              requires); "dgalua.format"="dgalua-checkpoint-2"; "dgalua.max_batch";
+ *              "dgalua.crc32" = CRC-32 of the data section, checked on open, so a bit flip
+ *              in the payload is an error, not silently different weights; with an optimizer "optimizer.steps", "optimizer.lr",
  *              "optimizer.beta1", "optimizer.beta2", "optimizer.eps",
  *              "optimizer.weight_decay"; then the caller's pairs, verbatim (the binding
  *              uses "user.<key>" for strings and "user_number.<key>" for numbers).
@@ -24,7 +26,7 @@
 #include "safetensors.h"
 #include "status.h"
 
-#define DGA_CHECKPOINT_FORMAT "dgalua-checkpoint-1"
+#define DGA_CHECKPOINT_FORMAT "dgalua-checkpoint-2"
 
 /* opt may be NULL; its size must equal the model's parameter count. Names or keys that
  * collide with the ones above are errors. Written atomically. */
@@ -34,7 +36,9 @@ dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
 
 typedef struct dga_checkpoint dga_checkpoint;
 
-/* Opens and validates the file: safetensors structure, "format", and a valid config. */
+/* Opens and validates the file: safetensors structure, "dgalua.format", the data checksum
+ * and a valid config. (Files of format 1, which had no checksum, are still read.) The load
+ * functions below also reject tensors holding NaN or infinities. */
 dga_status dga_checkpoint_open(const char *path, dga_checkpoint **out);
 void       dga_checkpoint_close(dga_checkpoint *ck);                   /* NULL is fine */
 const dga_gpt_config *dga_checkpoint_config(const dga_checkpoint *ck);

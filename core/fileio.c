@@ -165,3 +165,14 @@ dga_status dga_file_read_all(const char *path, char **buf, size_t *len)
     *len = n;
     return DGA_OK;
 }
+
+dga_status dga_path_trim(char *out, size_t size, const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (n == 0) return dga_fail(DGA_ERR_INVALID, "empty path");
+    while (n > 1 && path[n - 1] == '/') n--;
+    if (n >= size) return dga_fail(DGA_ERR_INVALID, "%.60s...: path too long (%zu bytes)", path, n);
+    memcpy(out, path, n);
+    out[n] = '\0';
+    return DGA_OK;
+}

@@ -44,6 +44,11 @@ void dga_atomic_file_abort(dga_atomic_file *af);
 dga_status dga_write_file_atomic(const char *path, int nparts, const void *const *parts,
                                  const size_t *sizes);
 
+/* Copies `path` into out[size] without its trailing slashes ("store/" -> "store"; "/" stays
+ * "/"), so that "<path>.tmp" names a sibling, not a file inside. DGA_ERR_INVALID if the path
+ * is empty or does not fit. */
+dga_status dga_path_trim(char *out, size_t size, const char *path);
+
 /* Reads a whole regular file into malloc'd memory: *buf holds *len bytes followed by a NUL
  * (not counted in *len), so text can be parsed in place. Free with free(). A directory, a
  * device or a pipe is an error (it has no whole to read). On failure *buf is NULL. */

@@ -317,9 +317,12 @@ dga_status dga_text_next(dga_text_reader *r, dga_text_doc *doc)
             dga_status st = dga_file_read_all(r->cur_path, &buf, &len);
             if (st != DGA_OK) return st;
             if (!dga_utf8_valid(buf, len, &bad)) {
+                size_t line = 1;
+                for (size_t i = 0; i < bad; i++) line += buf[i] == '\n';
                 free(buf);
                 r->stats.bad_utf8++;
-                note(r, 1, "invalid UTF-8 at byte %zu", bad + 1);
+                /* a .txt file is one document: the whole file is skipped */
+                note(r, line, "invalid UTF-8 at byte %zu of the file; file skipped", bad + 1);
                 continue;
             }
             r->whole = buf;

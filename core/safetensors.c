@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <zlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,20 +122,59 @@ static char *build_header(const dga_st_entry *e, const int *order, int n,
     return out;
 }
 
+/* CRC-32 of tensors' bytes taken in the given order (the data section, when that is the
+ * file's order); a tensor without data counts as no bytes (the write fails on it anyway). */
+static uint32_t data_crc(const dga_st_entry *e, const int *order, int n)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int k = 0; k < n; k++) {
+        const dga_st_entry *x = &e[order ? order[k] : k];
+        const unsigned char *p = x->data;
+        for (size_t left = p ? dga_st_entry_nbytes(x) : 0; left > 0;) {
+            uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;   /* zlib takes uInt */
+            crc = crc32(crc, p, chunk);
+            p += chunk;
+            left -= chunk;
+        }
+    }
+    return (uint32_t)crc;
+}
+
 dga_status dga_safetensors_write(const char *path, const dga_st_entry *entries, int n,
                                  const dga_st_meta *meta, int n_meta)
+{
+    return dga_safetensors_write_crc(path, entries, n, meta, n_meta, NULL);
+}
+
+dga_status dga_safetensors_write_crc(const char *path, const dga_st_entry *entries, int n,
+                                     const dga_st_meta *meta, int n_meta, const char *crc_key)
 {
     if (n < 0 || n_meta < 0 || (n > 0 && !entries) || (n_meta > 0 && !meta))
         return dga_fail(DGA_ERR_INVALID, "%s: invalid entry list", path);
     dga_status st = check_entries(path, entries, n, meta, n_meta);
     if (st != DGA_OK) return st;
+    for (int i = 0; crc_key && i < n_meta; i++)
+        if (!strcmp(meta[i].key, crc_key))
+            return dga_fail(DGA_ERR_INVALID, "%s: metadata key '%s' is reserved for the checksum",
+                            path, crc_key);
 
     int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
-    if (!order) return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
+    dga_st_meta *all = malloc((size_t)(n_meta + 1) * sizeof *all);
+    if (!order || !all) {
+        free(order), free(all);
+        return dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
+    }
     for (int i = 0; i < n; i++) order[i] = i;
     qsort_r(order, (size_t)n, sizeof *order, cmp_write_order, (void *)entries);
+    if (n_meta) memcpy(all, meta, (size_t)n_meta * sizeof *all);
+    char crc_hex[9];
+    if (crc_key) {
+        snprintf(crc_hex, sizeof crc_hex, "%08" PRIx32, data_crc(entries, order, n));
+        all[n_meta++] = (dga_st_meta){crc_key, crc_hex};
+    }
     size_t hlen = 0;
-    char *header = build_header(entries, order, n, meta, n_meta, &hlen);
+    char *header = build_header(entries, order, n, all, n_meta, &hlen);
+    free(all);
     if (!header) {
         free(order);
         return dga_fail(DGA_ERR_NOMEM, "%s: cannot build the JSON header", path);
@@ -448,4 +488,19 @@ const char *dga_safetensors_meta(const dga_safetensors *st, const char *key)
     for (int i = 0; i < st->n_meta; i++)
         if (!strcmp(st->meta[i].key, key)) return st->meta[i].value;
     return NULL;
+}
+
+dga_status dga_safetensors_check_crc(const dga_safetensors *st, const char *crc_key)
+{
+    const char *want = dga_safetensors_meta(st, crc_key);
+    if (!want)
+        return dga_fail(DGA_ERR_FORMAT, "%s: metadata has no \"%s\" (the data checksum)",
+                        st->path, crc_key);
+    char got[9];
+    snprintf(got, sizeof got, "%08" PRIx32, data_crc(st->entries, NULL, st->n));
+    if (strcmp(got, want))
+        return dga_fail(DGA_ERR_FORMAT, "%s: corrupted: the tensor data has CRC-32 %s, the "
+                        "file says %s (\"%s\"); the file was damaged after it was written",
+                        st->path, got, want, crc_key);
+    return DGA_OK;
 }

@@ -47,6 +47,12 @@ size_t      dga_st_entry_nbytes(const dga_st_entry *e);
 dga_status dga_safetensors_write(const char *path, const dga_st_entry *entries, int n,
                                  const dga_st_meta *meta, int n_meta);
 
+/* As dga_safetensors_write, plus the metadata pair crc_key = CRC-32 (zlib) of the data
+ * section as 8 hex digits, so that a reader can tell a damaged payload from a valid one
+ * (dga_safetensors_check_crc). crc_key NULL: no checksum. */
+dga_status dga_safetensors_write_crc(const char *path, const dga_st_entry *entries, int n,
+                                     const dga_st_meta *meta, int n_meta, const char *crc_key);
+
 typedef struct dga_safetensors dga_safetensors;
 
 dga_status dga_safetensors_open(const char *path, dga_safetensors **out);
@@ -60,5 +66,8 @@ const dga_st_entry *dga_safetensors_find(const dga_safetensors *st, const char *
 int        dga_safetensors_meta_count(const dga_safetensors *st);
 const dga_st_meta *dga_safetensors_meta_at(const dga_safetensors *st, int i);
 const char *dga_safetensors_meta(const dga_safetensors *st, const char *key); /* NULL if absent */
+/* DGA_OK if metadata crc_key holds the CRC-32 of the data section; DGA_ERR_FORMAT naming the
+ * file if it is absent or differs. */
+dga_status dga_safetensors_check_crc(const dga_safetensors *st, const char *crc_key);
 
 #endif

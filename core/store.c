@@ -298,8 +298,39 @@ static dga_status write_manifest(const dga_store_builder *b, const dga_store_wri
     return st;
 }
 
+/* x[r] <- x[perm[r]] for every row r, in place: each cycle of perm is walked once, with one
+ * row held aside (the embeddings can be most of the memory, so no second copy). */
+static dga_status permute_rows(float *x, const int64_t *perm, int64_t n, int dim)
+{
+    unsigned char *done = calloc((size_t)n, 1);
+    float *held = malloc((size_t)dim * sizeof *held);
+    if (!done || !held) {
+        free(done), free(held);
+        return dga_fail(DGA_ERR_NOMEM, "store: out of memory reordering embeddings");
+    }
+    const size_t row = (size_t)dim * sizeof *x;
+    for (int64_t start = 0; start < n; start++) {
+        if (done[start]) continue;
+        memcpy(held, x + start * dim, row);
+        for (int64_t r = start;;) {
+            int64_t src = perm[r];
+            done[r] = 1;
+            if (src == start) {
+                memcpy(x + r * dim, held, row);
+                break;
+            }
+            memcpy(x + r * dim, x + src * dim, row);
+            r = src;
+        }
+    }
+    free(done), free(held);
+    return DGA_OK;
+}
+
+/* x: the embeddings in builder order when o->save_embeddings (reordered here), else NULL. */
 static dga_status write_arrays(const dga_store_builder *b, const dga_store_write_opts *o,
-                               const dga_embedder *emb, const dga_hkmeans *h, const char *dir)
+                               const dga_embedder *emb, const dga_hkmeans *h, float *x,
+                               const char *dir)
 {
     int L = o->nlevels;
     int64_t n = b->nseq, kleaf = h->k[L - 1];
@@ -361,6 +392,13 @@ static dga_status write_arrays(const dga_store_builder *b, const dga_store_write
         path_join(path, sizeof path, dir, name);
         if ((st = dga_npy_write(path, DGA_NPY_F32, 2, cs, h->centroids[l]))) goto done;
     }
+    if (x) {
+        int64_t es[2] = {n, emb->dim};
+        path_join(path, sizeof path, dir, "embeddings.npy");
+        if ((st = permute_rows(x, perm, n, emb->dim)) ||
+            (st = dga_npy_write(path, DGA_NPY_F32, 2, es, x)))
+            goto done;
+    }
     if (emb->save && (st = emb->save(emb, dir))) goto done;
     if (o->tokenizer_path) {
         path_join(path, sizeof path, dir, "tokenizer.json");
@@ -372,9 +410,12 @@ done:
     return st;
 }
 
-dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
+dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
                                    const dga_store_write_opts *o)
 {
+    char dir[3001];
+    if (dga_path_trim(dir, sizeof dir, dir_arg) != DGA_OK)
+        return dga_fail(DGA_ERR_INVALID, "store: output path empty or too long");
     if (b->nseq == 0)
         return dga_fail(DGA_ERR_INVALID,
                         "store: no complete sequence of %d tokens (%lld documents read)",
@@ -383,7 +424,6 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
         return dga_fail(DGA_ERR_INVALID, "store: %d levels (expected 1..%d)", o->nlevels,
                         DGA_STORE_MAX_LEVELS);
     if (!o->decode) return dga_fail(DGA_ERR_INVALID, "store: no decode function given");
-    if (strlen(dir) > 3000) return dga_fail(DGA_ERR_INVALID, "store: path too long");
     struct stat sb;
     int exists = stat(dir, &sb) == 0;
     char manifest[4096];
@@ -433,8 +473,10 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
         for (int l = 0; l < o->nlevels; l++) fprintf(stderr, " %lld", (long long)h.k[l]);
         fprintf(stderr, " domains in %.1f s\n", now_s() - t0);
     }
-    free(x);
-    x = NULL;
+    if (!o->save_embeddings) {
+        free(x);
+        x = NULL;
+    }
 
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
     if (mkdir(tmp, 0755) != 0) {
@@ -442,7 +484,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
         goto done;
     }
     made_tmp = 1;
-    if ((st = write_arrays(b, o, emb, &h, tmp))) goto done;
+    if ((st = write_arrays(b, o, emb, &h, x, tmp))) goto done;
     /* Swap in: an old store moves aside first and is removed only once the new one is in. */
     if (exists) {
         char old[4200];

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "embed.h"
+#include "jsonl.h"
 #include "kmeans.h"
 #include "status.h"
 
@@ -59,6 +60,8 @@ typedef struct {
     uint64_t    seed;
     const char *embedder;        /* NULL: "hash384" */
     const char *tokenizer_path;  /* copied into the store as tokenizer.json (may be NULL) */
+    int         save_embeddings; /* 1: also write embeddings.npy, float32 [sequences, dim] in
+                                    store row order (4 * dim bytes per sequence) */
     dga_store_decode_fn decode;
     void       *decode_ud;
     int         verbose;         /* progress on stderr */
@@ -74,7 +77,8 @@ dga_status dga_store_builder_add_source(dga_store_builder *b, const char *name);
 dga_status dga_store_builder_add_doc(dga_store_builder *b, const int32_t *ids, size_t n);
 int64_t    dga_store_builder_sequences(const dga_store_builder *b);
 int64_t    dga_store_builder_documents(const dga_store_builder *b);
-/* Embeds, clusters and writes the store to `dir` (atomically replacing an existing store). */
+/* Embeds, clusters and writes the store to `dir` (atomically replacing an existing store;
+ * trailing slashes of `dir` are ignored: "store/" is the store "store"). */
 dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
                                    const dga_store_write_opts *opts);
 
@@ -95,7 +99,10 @@ typedef struct {
     int         iters;
     uint64_t    seed;
     const char *embedder;
+    int         save_embeddings; /* as in dga_store_write_opts */
     int         verbose;
+    dga_text_stats *text_stats;  /* may be NULL; receives the reading counters summed over all
+                                    sources (malformed lines skipped, first messages) */
 } dga_store_build_opts;
 
 dga_status dga_store_build(const dga_store_build_opts *opts);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bpe.h"
+#include "fileio.h"
 #include "jsonl.h"
 #include "store.h"
 
@@ -107,8 +108,20 @@ static dga_status list_sources(const char *corpus, source_list *out)
 /* Calls fn on each document of a source until `limit` bytes (0: no limit) have been read. */
 typedef dga_status (*doc_fn)(void *ud, const char *text, size_t len);
 
+/* Adds the counters of one walk to a running total; keeps the first messages. */
+static void stats_add(dga_text_stats *acc, const dga_text_stats *s)
+{
+    acc->files += s->files, acc->lines += s->lines, acc->docs += s->docs;
+    acc->bytes += s->bytes, acc->blank += s->blank, acc->bad_json += s->bad_json;
+    acc->not_object += s->not_object, acc->no_text += s->no_text;
+    acc->bad_utf8 += s->bad_utf8, acc->skipped += s->skipped;
+    for (int i = 0; i < s->n_messages && acc->n_messages < DGA_TEXT_MAX_MESSAGES; i++)
+        memcpy(acc->messages[acc->n_messages++], s->messages[i], DGA_TEXT_MESSAGE_LEN);
+}
+
+/* stats (may be NULL) accumulates the reader's counters. */
 static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void *ud,
-                              size_t *docs, size_t *bytes, size_t *skipped)
+                              size_t *docs, size_t *bytes, dga_text_stats *stats)
 {
     dga_text_reader *r;
     dga_status st = dga_text_open(path, &r);
@@ -123,7 +136,7 @@ static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void
         *bytes += doc.len;
         if (limit && *bytes >= limit) break;
     }
-    if (skipped) *skipped = dga_text_reader_stats(r)->skipped;
+    if (stats) stats_add(stats, dga_text_reader_stats(r));
     dga_text_close(r);
     return st;
 }
@@ -158,6 +171,9 @@ static dga_status decode_fn(void *ud, const int32_t *ids, size_t n, char **text,
 dga_status dga_store_build(const dga_store_build_opts *o)
 {
     if (!o->corpus || !o->out) return dga_fail(DGA_ERR_INVALID, "store_build: corpus and out are required");
+    char out[3001];
+    if (dga_path_trim(out, sizeof out, o->out) != DGA_OK)
+        return dga_fail(DGA_ERR_INVALID, "store_build: output path empty or too long");
     int seq_len = o->seq_len > 0 ? o->seq_len : 129;
     if (o->nlevels < 1 || o->nlevels > DGA_STORE_MAX_LEVELS)
         return dga_fail(DGA_ERR_INVALID, "store_build: %d levels (expected 1..%d)", o->nlevels,
@@ -176,7 +192,8 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     char tok_tmp[4200] = "";
     const char *tok_path = o->tokenizer;
     double t0 = now_s();
-    size_t docs, bytes, skipped;
+    size_t docs, bytes;
+    dga_text_stats total = {0};
 
     if (o->tokenizer) {
         if ((st = dga_bpe_load(o->tokenizer, &tok))) goto done;
@@ -190,7 +207,7 @@ dga_status dga_store_build(const dga_store_build_opts *o)
         if (st == DGA_OK) st = dga_bpe_trainer_finish(tr, o->vocab > 0 ? o->vocab : 8192, &tok);
         dga_bpe_trainer_free(tr);
         if (st != DGA_OK) goto done;
-        snprintf(tok_tmp, sizeof tok_tmp, "%s.tokenizer.%ld.json", o->out, (long)getpid());
+        snprintf(tok_tmp, sizeof tok_tmp, "%s.tokenizer.%ld.json", out, (long)getpid());
         if ((st = dga_bpe_save(tok, tok_tmp))) goto done;
         tok_path = tok_tmp;
         if (o->verbose)
@@ -204,24 +221,31 @@ dga_status dga_store_build(const dga_store_build_opts *o)
         double ts = now_s();
         int64_t before = dga_store_builder_sequences(b);
         size_t tok_before = ec.tokens;
+        dga_text_stats one = {0};
         if ((st = dga_store_builder_add_source(b, src.names[i]))) goto done;
-        if ((st = walk_source(src.paths[i], o->max_mb, encode_add, &ec, &docs, &bytes, &skipped)))
-            goto done;
-        if (o->verbose)
-            fprintf(stderr, "store: %-24s %7zu docs %8.1f MB %10zu tokens %8lld sequences%s (%.1f s)\n",
+        st = walk_source(src.paths[i], o->max_mb, encode_add, &ec, &docs, &bytes, &one);
+        stats_add(&total, &one);
+        if (st != DGA_OK) goto done;
+        if (o->verbose) {
+            fprintf(stderr, "store: %-24s %7zu docs %8.1f MB %10zu tokens %8lld sequences (%.1f s)\n",
                     src.names[i], docs, (double)bytes / 1e6, ec.tokens - tok_before,
-                    (long long)(dga_store_builder_sequences(b) - before),
-                    skipped ? " (some lines skipped)" : "", now_s() - ts);
+                    (long long)(dga_store_builder_sequences(b) - before), now_s() - ts);
+            if (one.skipped)
+                fprintf(stderr, "store: %-24s %zu malformed lines skipped, first: %s\n",
+                        src.names[i], one.skipped, one.messages[0]);
+        }
     }
     dga_store_write_opts wo = {.nlevels = o->nlevels, .spherical = o->spherical, .iters = o->iters,
                                .seed = o->seed, .embedder = o->embedder, .tokenizer_path = tok_path,
+                               .save_embeddings = o->save_embeddings,
                                .decode = decode_fn, .decode_ud = tok, .verbose = o->verbose};
     memcpy(wo.levels, o->levels, sizeof wo.levels);
-    st = dga_store_builder_write(b, o->out, &wo);
+    st = dga_store_builder_write(b, out, &wo);
     if (st == DGA_OK && o->verbose)
-        fprintf(stderr, "store: wrote %s (%lld sequences of %d tokens) in %.1f s total\n", o->out,
+        fprintf(stderr, "store: wrote %s (%lld sequences of %d tokens) in %.1f s total\n", out,
                 (long long)dga_store_builder_sequences(b), seq_len, now_s() - t0);
 done:
+    if (o->text_stats) *o->text_stats = total;
     if (tok_tmp[0]) unlink(tok_tmp);
     dga_bpe_ids_free(&ec.ids);
     dga_store_builder_free(b);

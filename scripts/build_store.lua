@@ -9,7 +9,8 @@
 -- trained on (when no --tokenizer is given). Documents are joined with <|endoftext|> and cut
 -- into sequences of --seq-len tokens, which are embedded (hash384) and clustered by a
 -- hierarchical spherical k-means (--levels children per level, coarsest first).
--- Prints progress on stderr and a summary with per-domain sizes on stdout.
+-- Prints progress on stderr and a summary with per-domain sizes on stdout. Malformed input
+-- lines are skipped and counted (the first ones named by file and line).
 local argparse = require "argparse"
 local args = require "dgalib.args"
 
@@ -24,8 +25,10 @@ p:option("--max-mb", "Read at most this many MB of text per source (0: all).", "
 p:option("--train-mb", "Train the tokenizer on at most this many MB per source (0: all read).", "0")
 p:option("--seed", "k-means seed.", "1")
 p:option("--iters", "Lloyd iterations per clustering.", "25")
-p:option("--embedder", "Sequence embedder: hash384, or hash1024 (purer domains, 2.7x the cost).", "hash384")
+p:option("--embedder", "Sequence embedder: hash384, or hash1024 (purer domains, about 2x the time).", "hash384")
 p:flag("--euclidean", "Plain k-means (mean centroids, Euclidean) instead of spherical.")
+p:flag("--embeddings", "Also write the sequence embeddings, embeddings.npy (float32 [sequences, dim], "
+       .. "store row order; 1.5 KB per sequence with hash384).")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
 
@@ -39,20 +42,24 @@ local levels = {}
 for item in a.levels:gmatch("[^,]+") do levels[#levels + 1] = args.check_int(p, item, "--levels", 1) end
 if #levels == 0 then p:error("--levels: expected a comma-separated list such as 64,64") end
 
-local t0 = os.time()
+local runinfo = require "dgalib.runinfo"
+local t0 = runinfo.now()
 local clock0 = os.clock()
-dga.store_build{
+local _, stats = dga.store_build{
     corpus = a.corpus, out = a.out, levels = levels,
     seq_len = args.check_int(p, a.seq_len, "--seq-len", 2),
     tokenizer = a.tokenizer, vocab = args.check_int(p, a.vocab, "--vocab", 257),
     max_mb = num_opt(a.max_mb, "--max-mb"), train_mb = num_opt(a.train_mb, "--train-mb"),
     seed = args.check_int(p, a.seed, "--seed", 0), iters = args.check_int(p, a.iters, "--iters", 1),
-    spherical = not a.euclidean, embedder = a.embedder, verbose = not a.quiet,
+    spherical = not a.euclidean, embedder = a.embedder, save_embeddings = a.embeddings,
+    verbose = not a.quiet,
 }
+require("dgalib.data").warn_skipped(stats)
 
 local s = dga.store_open(a.out)
 print(tostring(s))
-print(string.format("built in %d s wall, %.1f s CPU", os.time() - t0, os.clock() - clock0))
+print(string.format("built in %.1f s wall, %.1f s CPU; read %d documents, %d malformed lines skipped",
+    runinfo.now() - t0, os.clock() - clock0, stats.docs, stats.skipped))
 for l = 1, s:levels() do
     local sizes = s:domain_sizes(l)
     print(string.format("level %d: %d domains, sequences per domain min %d / mean %.1f / max %d",

@@ -35,7 +35,9 @@ if a.lines then
     end
     f:close()
 else
-    for text in dga.read_jsonl(a.texts) do texts[#texts + 1] = text end
+    local stats
+    texts, stats = dga.read_texts(a.texts)
+    require("dgalib.data").warn_skipped(stats)
 end
 if #texts == 0 then error(a.texts .. ": no texts found", 0) end
 

@@ -34,10 +34,7 @@ local ids, st = tok:encode_corpus(a.corpus, {
     end or nil,
 })
 local secs = os.clock() - c0
-if st.skipped > 0 then
-    io.stderr:write(string.format("warning: %d lines skipped, e.g.:\n", st.skipped))
-    for _, m in ipairs(st.messages) do io.stderr:write("  ", m, "\n") end
-end
+require("dgalib.data").warn_skipped(st)
 dga.shard_write(a.out, ids, tok:vocab_size())
 local n = #ids
 print(string.format("%s: %d documents, %.2f MB of text -> %d tokens (%.2f bytes/token), uint%d, %.1f s CPU",

@@ -65,10 +65,7 @@ for _, dir in ipairs(domains) do
     total = total + got
     log("sampled %-40s %6d docs %8.2f MB", dir, docs, got / 1e6)
 end
-if skipped > 0 then
-    io.stderr:write(string.format("warning: %d lines skipped, e.g.:\n", skipped))
-    for _, m in ipairs(messages) do io.stderr:write("  ", m, "\n") end
-end
+require("dgalib.data").warn_skipped{skipped = skipped, messages = messages}
 if total == 0 then
     io.stderr:write("error: no text found under " .. a.corpus .. "\n")
     os.exit(1)

@@ -51,7 +51,7 @@
 --   dist      true: distribution reweighting over the basis histograms (P = their columns)
 --   policy    {name = "uniform"|"natural"|"importance"|"dga"|"dga_dist"|..., <options>}
 --   is_histogram  float32 k (the importance policy's histogram; ctx.is_histogram)
---   align     {normalize = "none"|"cosine"|"mean_norm", method = "exact"|"fd", fd_eps,
+--   align     {normalize = "none"|"cosine"|"mean_norm", method = "exact"|"fd"|"jvp", fd_eps,
 --             lr_scale = false (true: alignments times the current lr)}
 local dga = dga or require "dga"
 local csvlog = require "dgalib.csvlog"

@@ -9,6 +9,18 @@ local runinfo = require "dgalib.runinfo"
 
 local M = {}
 
+-- Tells on stderr how many malformed input lines a text reader skipped, with the first
+-- "file:line: reason" messages; `stats` is what dga.read_texts, reader:stats() or
+-- dga.store_build return. Returns the count.
+function M.warn_skipped(stats)
+    local n = stats and stats.skipped or 0
+    if n > 0 then
+        io.stderr:write(string.format("warning: %d malformed lines skipped, e.g.:\n", n))
+        for _, m in ipairs(stats.messages or {}) do io.stderr:write("  ", m, "\n") end
+    end
+    return n
+end
+
 local function is_mmlu(dir)
     return runinfo.is_dir(dir .. "/dev") and runinfo.is_dir(dir .. "/test")
 end

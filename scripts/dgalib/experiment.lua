@@ -174,6 +174,9 @@ function M.add_common_options(p, defaults)
     p:option("--threads", "OpenBLAS threads."):convert(args.int(1))
     p:flag("--resume", "Continue runs that have a checkpoint in --out instead of restarting them.")
     p:flag("--no-plot", "Do not draw figures.")
+    p:option("--align-method", "How DGA's alignments are computed: exact (one backward per domain, "
+             .. "the paper's), fd (central differences along the target gradient) or jvp "
+             .. "(forward-mode derivative along it).", "exact"):choices{"exact", "fd", "jvp"}
 end
 
 -- The trainer config every experiment shares, from its parsed options `a` and its preset
@@ -188,6 +191,7 @@ function M.run_config(a, preset, steps, name, extra)
         model = {layers = preset.layers, width = preset.width, heads = preset.heads},
         optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
         schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
+        align = {normalize = "none", method = a.align_method},
     }
     for key, v in pairs(extra or {}) do cfg[key] = v end
     return cfg

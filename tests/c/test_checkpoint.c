@@ -9,6 +9,7 @@
 #include "test_tmpdir.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -438,10 +439,16 @@ static void test_checkpoint_errors(void **state)
     for (int i = 0; i < n; i++)
         if (strcmp(dga_safetensors_entry(f, i)->name, "transformer.h.1.ln_2.bias"))
             e[k++] = *dga_safetensors_entry(f, i);
-    int nm = dga_safetensors_meta_count(f);
-    dga_st_meta *m = calloc((size_t)nm, sizeof *m);
-    for (int i = 0; i < nm; i++) m[i] = *dga_safetensors_meta_at(f, i);
-    assert_int_equal(dga_safetensors_write(cut, e, k, m, nm), DGA_OK);
+    /* the metadata as written, less the checksum: each rewrite below gets a fresh one, so
+     * that what is checked is the missing or misshapen tensor, not the CRC */
+    int nm = 0;
+    dga_st_meta *m = calloc((size_t)dga_safetensors_meta_count(f), sizeof *m);
+    for (int i = 0; i < dga_safetensors_meta_count(f); i++)
+        if (strcmp(dga_safetensors_meta_at(f, i)->key, "dgalua.crc32"))
+            m[nm++] = *dga_safetensors_meta_at(f, i);
+    assert_string_equal(dga_safetensors_meta(f, "format"), "pt");   /* for HF's loader */
+    assert_string_equal(dga_safetensors_meta(f, "dgalua.format"), DGA_CHECKPOINT_FORMAT);
+    assert_int_equal(dga_safetensors_write_crc(cut, e, k, m, nm, "dgalua.crc32"), DGA_OK);
     assert_int_equal(dga_checkpoint_open(cut, &ck), DGA_OK);
     assert_int_equal(dga_checkpoint_load_model(ck, a), DGA_ERR_FORMAT);
     assert_non_null(strstr(dga_last_error(), "missing tensor 'transformer.h.1.ln_2.bias'"));
@@ -452,12 +459,68 @@ static void test_checkpoint_errors(void **state)
             e[i].shape[0] /= 2;
             e[i].shape[1] *= 2;
         }
-    assert_int_equal(dga_safetensors_write(cut, e, n, m, nm), DGA_OK);
+    assert_int_equal(dga_safetensors_write_crc(cut, e, n, m, nm, "dgalua.crc32"), DGA_OK);
     assert_int_equal(dga_checkpoint_open(cut, &ck), DGA_OK);
     assert_int_equal(dga_checkpoint_load_model(ck, a), DGA_ERR_FORMAT);
     assert_non_null(strstr(dga_last_error(), "'transformer.wpe.weight' is F32[4x32], expected "
                                              "F32[8x16]"));
     dga_checkpoint_close(ck);
+
+    /* The same bytes without a checksum: not accepted as a current checkpoint. */
+    for (int i = 0; i < n; i++) e[i] = *dga_safetensors_entry(f, i);
+    assert_int_equal(dga_safetensors_write(cut, e, n, m, nm), DGA_OK);
+    assert_int_equal(dga_checkpoint_open(cut, &ck), DGA_ERR_FORMAT);
+    assert_non_null(strstr(dga_last_error(), "no \"dgalua.crc32\""));
+
+    /* Non-finite values with a valid checksum (a diverged run saved as it was): the load
+     * refuses, naming the tensor, for parameters and for the Adam moments alike. */
+    const char *full = tmp_path("full.safetensors");
+    assert_int_equal(dga_checkpoint_save(full, a, oa, NULL, 0, NULL, 0), DGA_OK);
+    dga_safetensors *g = NULL;
+    assert_int_equal(dga_safetensors_open(full, &g), DGA_OK);
+    int ng = dga_safetensors_count(g), nmg = 0;
+    dga_st_entry *eg = calloc((size_t)ng, sizeof *eg);
+    dga_st_meta *mg = calloc((size_t)dga_safetensors_meta_count(g), sizeof *mg);
+    for (int i = 0; i < dga_safetensors_meta_count(g); i++)
+        if (strcmp(dga_safetensors_meta_at(g, i)->key, "dgalua.crc32"))
+            mg[nmg++] = *dga_safetensors_meta_at(g, i);
+    const char *names[2] = {"transformer.h.0.mlp.c_fc.weight", "optimizer.v.transformer.ln_f.bias"};
+    const float poison[2] = {NAN, -INFINITY};
+    for (int c = 0; c < 2; c++) {
+        float *copy = NULL;
+        for (int i = 0; i < ng; i++) {
+            eg[i] = *dga_safetensors_entry(g, i);
+            if (!strcmp(eg[i].name, names[c])) {
+                size_t nb = dga_st_entry_nbytes(&eg[i]);
+                copy = malloc(nb);
+                memcpy(copy, eg[i].data, nb);
+                copy[nb / 4 - 1] = poison[c];
+                eg[i].data = copy;
+            }
+        }
+        assert_non_null(copy);
+        assert_int_equal(dga_safetensors_write_crc(cut, eg, ng, mg, nmg, "dgalua.crc32"), DGA_OK);
+        assert_int_equal(dga_checkpoint_open(cut, &ck), DGA_OK);
+        dga_status s = c == 0 ? dga_checkpoint_load_model(ck, a)
+                              : dga_checkpoint_load_optimizer(ck, a, oa);
+        assert_int_equal(s, DGA_ERR_FORMAT);
+        assert_non_null(strstr(dga_last_error(), names[c]));
+        assert_non_null(strstr(dga_last_error(), c == 0 ? "holds NaN" : "holds an infinity"));
+        dga_checkpoint_close(ck);
+        free(copy);
+    }
+    free(eg);
+    free(mg);
+    dga_safetensors_close(g);
+
+    /* One flipped bit in the payload of a checkpoint: the checksum catches it at open. */
+    long len;
+    unsigned char *raw = slurp(path, &len);
+    raw[len - 5] ^= 0x01;
+    spit(cut, raw, (size_t)len);
+    free(raw);
+    assert_int_equal(dga_checkpoint_open(cut, &ck), DGA_ERR_FORMAT);
+    assert_non_null(strstr(dga_last_error(), "corrupted"));
     free(e);
     free(m);
     dga_safetensors_close(f);

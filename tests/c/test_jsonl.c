@@ -55,7 +55,7 @@ static int setup(void **state)
     write_text("b_sub/d.jsonl", "\xEF\xBB\xBF{\"text\": \"in the subdir\"}\n");   /* with a BOM */
     write_text("b_sub/ignored.csv", "x,y\n");
     write_text(".hidden/e.jsonl", "{\"text\": \"hidden\"}\n");
-    write_bytes("bad.txt", "caf\xc3", 4);   /* truncated UTF-8 sequence */
+    write_bytes("bad.txt", "ok line\nsecond\ncaf\xc3", 19);   /* truncated UTF-8 on line 3 */
     return 0;
 }
 
@@ -125,7 +125,7 @@ static void test_walk_sorted_and_counted(void **state)
     assert_int_equal(st.n_messages, 6);
     const char *want[] = {"a.jsonl:2: not valid JSON", "a.jsonl:3: expected a JSON object",
                           "a.jsonl:4: no \"text\" field", "a.jsonl:6: \"text\" is not a string",
-                          "a.jsonl:7: invalid UTF-8", "bad.txt:1: invalid UTF-8 at byte 4"};
+                          "a.jsonl:7: invalid UTF-8", "bad.txt:3: invalid UTF-8 at byte 19"};
     for (int i = 0; i < 6; i++)
         if (!strstr(st.messages[i], want[i]))
             fail_msg("message %d is \"%s\", expected it to contain \"%s\"", i, st.messages[i],

@@ -11,6 +11,7 @@ import json
 import math
 import struct
 import sys
+import zlib
 
 import torch
 import torch.nn as nn
@@ -26,6 +27,7 @@ def read_safetensors(path):
     header = json.loads(raw[8:8 + n].decode("utf-8"))
     meta = header.pop("__metadata__", {})
     data = bytearray(raw[8 + n:])
+    meta["_computed_crc32"] = "%08x" % zlib.crc32(data)
     tensors = {}
     for name, info in header.items():
         begin, end = info["data_offsets"]
@@ -124,7 +126,12 @@ def main():
         print(("  ok   " if cond else "  FAIL ") + what)
         ok = ok and cond
 
-    check(meta.get("format") == "dgalua-checkpoint-1", "metadata format")
+    # Hugging Face's from_pretrained refuses a safetensors file whose "format" is not "pt"
+    check(meta.get("format") == "pt", "metadata format = pt (as transformers requires)")
+    check(meta.get("dgalua.format") == "dgalua-checkpoint-2", "metadata dgalua.format")
+    check(meta.get("dgalua.crc32") == meta["_computed_crc32"],
+          "data CRC-32 %s matches the metadata" % meta["_computed_crc32"])
+    check(meta.get("model_type") == "gpt2", "model_type = gpt2")
     cfg = {k: int(meta[k]) for k in ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")}
     model = GPT2LMHeadModel(**cfg)
     state = {k: v for k, v in tensors.items() if k.startswith("transformer.")}

@@ -138,12 +138,37 @@ describe("domain store", function()
         local exe = os.getenv("DGALUA")
         if not exe then pending("DGALUA not set") return end
         local out2 = root .. "/store2"
-        local cmd = string.format("'%s' scripts/build_store.lua '%s' --out '%s' --levels 2 --seq-len 17 --vocab 300 --quiet",
+        -- a malformed line and a good one, in a file of their own (this is the last test)
+        local bad = assert(io.open(corpus .. "/alpha/part-001.jsonl", "w"))
+        bad:write('{"text": "unterminated\n', '{"text": "', make_text(r, words[1], 50), '"}\n')
+        bad:close()
+        -- "--out DIR/" (a trailing slash) names the store DIR
+        local cmd = string.format("'%s' scripts/build_store.lua '%s' --out '%s/' --levels 2 --seq-len 17 --vocab 300 --quiet --embeddings",
             exe, corpus, out2)
         local f = io.popen(cmd .. " 2>&1")
         local log = f:read("a")
         assert.is_true(f:close(), log)
         assert.matches("level 1: 2 domains", log)
+        assert.matches("1 malformed lines skipped", log, 1, true)
+        assert.matches("alpha/part-001.jsonl:1: not valid JSON", log, 1, true)
+        assert.is_nil(io.open(out2 .. "/.tmp", "r"))
+        -- embeddings.npy: one unit row per store row, in store order, so the rows of coarse
+        -- domain d are nearest to centroid d
+        local s2 = dga.store_open(out2)
+        local emb, cen = dga.npy_load(out2 .. "/embeddings.npy"), s2:centroids(1)
+        assert.are.same({s2:num_sequences(), 384}, emb:shape())
+        local sizes, row = s2:domain_sizes(1), 0
+        for d = 1, 2 do
+            for _ = 1, sizes[d] do
+                row = row + 1
+                local e = emb:narrow(row, 1):reshape{384}
+                assert.is_true(math.abs(e:norm() - 1) < 1e-4)
+                local other = 3 - d
+                assert.is_true(e:dot(cen:narrow(d, 1):reshape{384}) > e:dot(cen:narrow(other, 1):reshape{384}),
+                               "row " .. row .. " of domain " .. d)
+            end
+        end
+        s2:close()
         local texts = root .. "/is.txt"
         local tf = assert(io.open(texts, "w"))
         for i = 1, 5 do tf:write(make_text(r, words[1], 20), "\n") end
