@@ -11,7 +11,8 @@ CC       ?= cc
 PKGS     := lua5.4 openblas jansson zlib
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
             libcsv-dev libjansson-dev zlib1g-dev libreadline-dev libcmocka-dev lua-argparse lua-busted \
-            lua-filesystem gnuplot-nox
+            lua-filesystem gnuplot-nox python3-torch
+# python3-torch: tests/interop (a checkpoint must load into PyTorch) and make bench's reference
 
 OPT      ?= -O3 -march=native
 SANITIZE := -fsanitize=address,undefined

@@ -12,7 +12,11 @@
  *
  * Ctrl-C during a computation uses lua.c's technique: the signal handler only installs a
  * debug hook (lua_sethook is documented as async-signal-safe), and the hook raises
- * "interrupted!" at the next Lua instruction, so the state is never touched mid-update. */
+ * "interrupted!" at the next Lua instruction, so the state is never touched mid-update. A
+ * long call into the core (a store build, an alignment round, an evaluation) is stopped too:
+ * the handler also raises the core's interrupt flag, which every model forward, k-means
+ * iteration and corpus read checks, so the call returns DGA_ERR_INTERRUPTED within about
+ * one forward pass and the binding raises "interrupted (in ...)". */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -80,6 +84,7 @@ static void stop_hook(lua_State *L, lua_Debug *ar)
 static void on_sigint_running(int sig)
 {
     signal(sig, SIG_DFL);   /* a second Ctrl-C kills the process if the hook never fires */
+    dga_interrupt_request();
     lua_sethook(g_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
@@ -90,6 +95,7 @@ static int docall(lua_State *L, int narg, int nres)
     lua_pushcfunction(L, msghandler);
     lua_insert(L, base);
     g_L = L;
+    dga_interrupt_clear();
     void (*old)(int) = signal(SIGINT, on_sigint_running);
     int status = lua_pcall(L, narg, nres, base);
     signal(SIGINT, old == SIG_ERR ? SIG_DFL : old);

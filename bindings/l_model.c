@@ -477,28 +477,6 @@ static int m_logits(lua_State *L)
 
 /* Index drawn from softmax(logits / temperature); greedy (first maximum) at temperature 0.
  * -1 when a logit is not finite (diverged parameters), which no choice would make sense of. */
-static int pick_token(const float *logits, int V, double temperature, dga_rng *rng,
-                      double *probs)
-{
-    int best = 0;
-    for (int i = 0; i < V; i++) {
-        if (!isfinite(logits[i])) return -1;
-        if (logits[i] > logits[best]) best = i;
-    }
-    if (temperature == 0) return best;
-    double mx = logits[best], total = 0;
-    for (int i = 0; i < V; i++) {
-        probs[i] = exp(((double)logits[i] - mx) / temperature);
-        total += probs[i];
-    }
-    double u = dga_rng_uniform(rng) * total, acc = 0;
-    for (int i = 0; i < V; i++) {
-        acc += probs[i];
-        if (u < acc) return i;
-    }
-    return best;   /* only reached through rounding at the very top */
-}
-
 static const char *const gen_keys[] = {"temperature", "seed", NULL};
 
 /* m:generate(prompt_ids, n_new, {temperature=0, seed=0}) -> table of the n_new new ids. */
@@ -507,8 +485,7 @@ static int m_generate(lua_State *L)
     lua_settop(L, 4);   /* scratch values are anchored above the arguments */
     dga_gpt *m = dgal_check_model(L, 1);
     const dga_gpt_config *c = dga_gpt_get_config(m);
-    int V = c->vocab_size, ctx = c->n_ctx;
-    token_batch p = to_sequence(L, 2, "prompt", V);
+    token_batch p = to_sequence(L, 2, "prompt", c->vocab_size);
     lua_Integer n_new = luaL_checkinteger(L, 3);
     luaL_argcheck(L, n_new >= 0 && n_new <= 1000000, 3, "expected 0..1000000 new tokens");
     double temperature = 0;
@@ -519,29 +496,15 @@ static int m_generate(lua_State *L)
         temperature = num_field(L, 4, "temperature", 0, 0, 1e6);
         seed = int_field(L, 4, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
-    if (temperature > 0 && temperature < 1e-6) temperature = 0;   /* avoids exp overflow */
     dga_rng rng;
     dga_rng_seed(&rng, (uint64_t)seed);
-
-    /* A prompt longer than the context keeps its last ctx-1 tokens, leaving room for one. */
-    int keep = p.T > ctx ? ctx - 1 : p.T;
-    if (keep < 1) keep = 1;
-    size_t total = (size_t)keep + (size_t)n_new;
-    int32_t *seq = dgal_scratch(L, total * sizeof(int32_t));
-    float *logits = dgal_scratch(L, (size_t)V * sizeof(float));
-    double *probs = dgal_scratch(L, (size_t)V * sizeof(double));
-    memcpy(seq, dga_tensor_i32(p.t) + (p.T - keep), (size_t)keep * sizeof(int32_t));
+    luaL_argcheck(L, n_new <= INT32_MAX && p.T <= INT32_MAX, 3, "too many tokens");
+    int32_t *out = dgal_scratch(L, ((size_t)n_new + 1) * sizeof(int32_t));
+    DGAL_CHECK(L, dga_gpt_generate(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, temperature, &rng,
+                                   out));
     lua_createtable(L, (int)n_new, 0);
-    size_t len = (size_t)keep;
     for (lua_Integer i = 0; i < n_new; i++) {
-        int win = len > (size_t)ctx ? ctx : (int)len;
-        DGAL_CHECK(L, dga_gpt_next_logits(m, seq + (len - (size_t)win), win, logits));
-        int id = pick_token(logits, V, temperature, &rng, probs);
-        if (id < 0)
-            return luaL_error(L, "generate: non-finite logits at new token %I (diverged "
-                              "parameters?)", i + 1);
-        seq[len++] = id;
-        lua_pushinteger(L, id);
+        lua_pushinteger(L, out[i]);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;

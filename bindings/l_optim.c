@@ -12,8 +12,13 @@
 #include "dgal.h"
 #include "gpt.h"
 
-enum { DECAY_MATRICES = 0, DECAY_ALL, DECAY_NONE };
-static const char *const decay_names[] = {"matrices", "all", "none", NULL};
+/* Which parameters weight decay applies to:
+ *   matrices  every 2-D tensor: the linear weights and the two embeddings (biases and
+ *             layernorm exempt; what nanoGPT and the shared PyTorch reference do)
+ *   linear    the linear weights only: biases, layernorm and the embeddings exempt
+ *   all / none */
+enum { DECAY_MATRICES = 0, DECAY_LINEAR, DECAY_ALL, DECAY_NONE };
+static const char *const decay_names[] = {"matrices", "linear", "all", "none", NULL};
 
 typedef struct {
     dga_adamw *opt;   /* NULL once closed */
@@ -95,7 +100,7 @@ static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_
                                          NULL};
 
 /* dga.adamw(model, {lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1,
- *                   decay="matrices"|"all"|"none"}) */
+ *                   decay="matrices"|"linear"|"all"|"none"}) */
 static int l_adamw(lua_State *L)
 {
     dga_gpt *m = dgal_check_model(L, 1);
@@ -116,7 +121,7 @@ static int l_adamw(lua_State *L)
                 if (strcmp(s, decay_names[i]) == 0) decay = i;
             if (decay < 0)
                 luaL_argerror(L, 2, lua_pushfstring(L, "field 'decay' is '%s', expected "
-                                                    "'matrices', 'all' or 'none'",
+                                                    "'matrices', 'linear', 'all' or 'none'",
                                                     s && lua_type(L, -1) == LUA_TSTRING
                                                         ? s : luaL_typename(L, -1)));
         }
@@ -132,10 +137,11 @@ static int l_adamw(lua_State *L)
         ranges[0][0] = 0;
         ranges[0][1] = n;
         nr = n > 0;
-    } else if (decay == DECAY_MATRICES) {
+    } else if (decay == DECAY_MATRICES || decay == DECAY_LINEAR) {
         for (int i = 0; i < nt; i++) {
             const dga_tensor_info *info = dga_gpt_tensor(m, i);
             if (!info->is_matrix || info->numel == 0) continue;
+            if (decay == DECAY_LINEAR && info->is_embedding) continue;
             if (nr > 0 && ranges[nr - 1][1] == info->offset) {
                 ranges[nr - 1][1] = info->offset + info->numel;
             } else {

@@ -119,10 +119,13 @@ static int l_vec(lua_State *L)
     if (lua_type(L, 1) == LUA_TNUMBER) {
         lua_Integer n = luaL_checkinteger(L, 1);
         luaL_argcheck(L, n >= 0, 1, "length must be >= 0");
+        lua_Number fill = luaL_optnumber(L, 2, 0);   /* dga.vec(n [, value]) */
         int64_t shape[1] = {n};
-        push_new(L, DGA_F32, 1, shape);
+        dga_tensor *t = push_new(L, DGA_F32, 1, shape);
+        for (int64_t i = 0; fill != 0 && i < n; i++) dga_tensor_f32(t)[i] = (float)fill;
         return 1;
     }
+    luaL_argcheck(L, lua_isnoneornil(L, 2), 2, "a fill value goes with a length, not a table");
     luaL_argexpected(L, lua_istable(L, 1), 1, "number or table of numbers");
     dga_tensor *t = dgal_to_tensor(L, 1, DGA_F32);
     dgal_push_tensor(L, t);

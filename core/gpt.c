@@ -108,6 +108,7 @@ static void build_layout(dga_gpt *m)
     char name[64];
     add_tensor(m, &off, "transformer.wte.weight", m->cfg.vocab_size, C, 1);
     add_tensor(m, &off, "transformer.wpe.weight", m->cfg.n_ctx, C, 1);
+    m->tensors[0].is_embedding = m->tensors[1].is_embedding = 1;
     static const struct { const char *suffix; int rows, cols, matrix; } lt[PER_LAYER] = {
         /* rows/cols in units of C; cols 0 = 1-D */
         {"ln_1.weight", 1, 0, 0},       {"ln_1.bias", 1, 0, 0},
@@ -304,6 +305,8 @@ static dga_status check_batch(const dga_gpt *m, const char *fn, const int32_t *i
                               int *n_valid)
 {
     const int V = m->cfg.vocab_size;
+    dga_status st = dga_interrupt_check(fn);   /* every forward of every kind passes here */
+    if (st != DGA_OK) return st;
     if (B < 1 || B > m->max_batch)
         return dga_fail(DGA_ERR_INVALID, "%s: batch size %d outside [1, %d] (the model's "
                         "batch)", fn, B, m->max_batch);

@@ -39,6 +39,7 @@ typedef struct {
     int    ndim;
     int    shape[2];
     int    is_matrix;     /* weight matrices and embeddings (decayed by default) vs biases/LN */
+    int    is_embedding;  /* wte, wpe: matrices that decay = "linear" exempts too */
 } dga_tensor_info;
 
 typedef struct dga_gpt dga_gpt;
@@ -94,6 +95,14 @@ dga_status dga_gpt_jvp(dga_gpt *model, const int32_t *inputs, const int32_t *tar
 
 /* Logits (V floats) at the last position of one sequence of n tokens (n <= n_ctx). */
 dga_status dga_gpt_next_logits(dga_gpt *model, const int32_t *tokens, int n, float *logits);
+
+/* Text generation (generate.c): n_new tokens after a prompt of n_prompt >= 1 ids, written to
+ * out[0 .. n_new). temperature 0 is greedy (argmax, lowest id on ties); > 0 samples from
+ * softmax(logits / temperature) with rng (rng may be NULL when greedy). The window is the
+ * last n_ctx tokens; a prompt longer than that keeps its last n_ctx - 1. Ids outside the
+ * vocabulary, a negative count or non-finite logits (diverged parameters) are errors. */
+dga_status dga_gpt_generate(dga_gpt *model, const int32_t *prompt, int n_prompt, int n_new,
+                            double temperature, dga_rng *rng, int32_t *out);
 
 /* Model FLOPs per trained token: 6 x (parameters except positions) + 12 L T C (attention). */
 double     dga_gpt_flops_per_token(const dga_gpt_config *cfg, int T);

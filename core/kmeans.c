@@ -202,6 +202,10 @@ dga_status dga_kmeans(const float *x, int64_t n, int d, const dga_kmeans_opts *o
     for (int64_t i = 0; i < n; i++) assign[i] = -1;
     double total = 0;
     for (int it = 0; it < iters; it++) {
+        if (dga_interrupt_check("kmeans") != DGA_OK) {
+            free(cnorm), free(scratch), free(cost), free(sum), free(count);
+            return DGA_ERR_INTERRUPTED;
+        }
         centroid_norms(centroids, k, d, cnorm);
         int64_t changed = assign_points(x, n, d, centroids, k, opts->spherical, cnorm, scratch,
                                         assign, cost, NULL, &total);

@@ -1,6 +1,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,16 @@ dga_status dga_fail_errno(dga_status status, const char *fmt, ...)
 
 const char *dga_last_error(void) { return last_error; }
 
+static volatile sig_atomic_t interrupt_flag;
+
+void dga_interrupt_request(void) { interrupt_flag = 1; }
+void dga_interrupt_clear(void) { interrupt_flag = 0; }
+
+dga_status dga_interrupt_check(const char *where)
+{
+    return interrupt_flag ? dga_fail(DGA_ERR_INTERRUPTED, "interrupted (in %s)", where) : DGA_OK;
+}
+
 const char *dga_status_name(dga_status status)
 {
     switch (status) {
@@ -43,6 +54,7 @@ const char *dga_status_name(dga_status status)
     case DGA_ERR_NOMEM: return "out of memory";
     case DGA_ERR_IO: return "i/o error";
     case DGA_ERR_FORMAT: return "malformed file";
+    case DGA_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown status";
 }

@@ -12,6 +12,7 @@ typedef enum {
     DGA_ERR_NOMEM,     /* an allocation failed */
     DGA_ERR_IO,        /* open/read/write/rename failed (errno text is in the message) */
     DGA_ERR_FORMAT,    /* a file exists but is malformed, truncated or of the wrong kind */
+    DGA_ERR_INTERRUPTED, /* the user asked to stop (dga_interrupt_request, e.g. on Ctrl-C) */
 } dga_status;
 
 /* Records a printf-style message for the calling thread and returns `status`, so a failure
@@ -27,5 +28,14 @@ dga_status dga_fail_errno(dga_status status, const char *fmt, ...)
 const char *dga_last_error(void);
 
 const char *dga_status_name(dga_status status);
+
+/* Cooperative interruption of long computations. dga_interrupt_request only stores to a
+ * volatile sig_atomic_t, so a signal handler may call it; the long loops of the core (every
+ * model forward, the k-means iterations, corpus reading and embedding) call
+ * dga_interrupt_check, which then fails with DGA_ERR_INTERRUPTED naming `where`. The flag
+ * stays set until dga_interrupt_clear (the REPL clears it before each command). */
+void       dga_interrupt_request(void);
+void       dga_interrupt_clear(void);
+dga_status dga_interrupt_check(const char *where);
 
 #endif

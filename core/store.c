@@ -457,6 +457,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
         if ((st = emb->fit_end(emb))) goto done;
     }
     for (int64_t r = 0; r < n; r++) {
+        if ((r & 1023) == 0 && (st = dga_interrupt_check("embedding"))) goto done;
         if ((st = emb->embed(emb, texts[r], lens[r], x + r * dim))) goto done;
         free(texts[r]);
         texts[r] = NULL;

@@ -131,6 +131,7 @@ static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void
     for (;;) {
         dga_text_doc doc;
         if ((st = dga_text_next(r, &doc)) != DGA_OK || !doc.text) break;
+        if ((st = dga_interrupt_check("reading the corpus")) != DGA_OK) break;
         if ((st = fn(ud, doc.text, doc.len)) != DGA_OK) break;
         (*docs)++;
         *bytes += doc.len;

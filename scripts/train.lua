@@ -27,7 +27,10 @@ parser:option("--min-lr", "Final learning rate (default lr / 10)."):convert(args
 parser:option("--schedule", "cosine, linear or constant.", "cosine")
       :choices{"cosine", "linear", "constant"}
 parser:option("--warmup", "Linear warmup steps.", "0"):convert(args.int(0))
-parser:option("--weight-decay", "AdamW weight decay (matrices only).", "0.1"):convert(args.number(0))
+parser:option("--weight-decay", "AdamW weight decay.", "0.1"):convert(args.number(0))
+parser:option("--decay", "What weight decay applies to: matrices (linear weights and embeddings), "
+              .. "linear (linear weights only: embeddings, biases and layernorm exempt), all, none.",
+              "matrices"):choices{"matrices", "linear", "all", "none"}
 parser:option("--clip", "Clip the gradient norm to this (0: off).", "1.0"):convert(args.number(0))
 parser:option("--seed", "Seed of the weight init and of the window draws.", "0"):convert(args.int())
 parser:option("--save", "Write the final checkpoint (safetensors) here.")
@@ -38,7 +41,13 @@ parser:flag("--quiet", "No progress lines.")
 local opt = parser:parse()
 
 if opt.threads then dga.set_threads(opt.threads) end
-if not dga.shard_read then error("this dgalua has no dga.shard_read (text bindings missing)") end
+if opt.save then
+    -- fail now, not after the training, when the checkpoint cannot be written there
+    local dir = opt.save:match("^(.*)/[^/]*$") or "."
+    if dir ~= "" and not require("dgalib.runinfo").is_dir(dir) then
+        args.fail(parser, string.format("--save %s: directory %s does not exist", opt.save, dir))
+    end
+end
 local tokens, info = dga.shard_read(opt.data)
 local vocab = opt.vocab or args.shard_vocab(info)
 if not vocab then vocab = tokens:max() + 1 end
@@ -50,7 +59,7 @@ end
 
 local model = dga.gpt{layers = opt.layers, width = opt.width, heads = opt.heads,
                       context = T, vocab = vocab, batch = opt.batch, seed = opt.seed}
-local optim = dga.adamw(model, {lr = opt.lr, weight_decay = opt.weight_decay})
+local optim = dga.adamw(model, {lr = opt.lr, weight_decay = opt.weight_decay, decay = opt.decay})
 local lr_at = schedule.make{kind = opt.schedule, lr = opt.lr, warmup = opt.warmup,
                             total = opt.steps, min_lr = opt.min_lr or opt.lr * 0.1}
 -- The window generator gets its own stream so that changing the init never moves the data.
@@ -95,6 +104,7 @@ if opt.save then
     if not dga.save_checkpoint then error("this dgalua has no dga.save_checkpoint") end
     dga.save_checkpoint(opt.save, {
         model = model, optimizer = optim,
+        blobs = {window_rng = rng:state()},   -- where the window draws would go on from
         meta = {tool = "train.lua", data = opt.data, steps = opt.steps, seed = opt.seed,
                 lr = opt.lr, warmup = opt.warmup, batch = opt.batch, final_loss = loss},
     })

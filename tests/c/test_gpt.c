@@ -597,6 +597,91 @@ static void test_jvp(void **state)
     dga_gpt_free(m);
 }
 
+/* Generation: greedy = argmax of dga_gpt_next_logits step by step (the window sliding once
+ * the sequence outgrows the context); sampling reproducible from the rng state, following
+ * the distribution (a peaked one at low temperature); bad arguments refused. */
+static void test_generate(void **state)
+{
+    (void)state;
+    dga_gpt *m = make(&TINY, 2, 23);   /* n_ctx 8 */
+    const int V = TINY.vocab_size, NEW = 12;
+    dga_rng r;
+    dga_rng_seed(&r, 24);
+    int32_t prompt[3] = {1, 5, 2}, out[NEW], seq[3 + NEW];
+    for (size_t i = 0; i < dga_gpt_num_params(m); i++)   /* larger weights: a non-flat model */
+        dga_gpt_params(m)[i] *= 6.0f;
+    assert_int_equal(dga_gpt_generate(m, prompt, 3, NEW, 0.0, NULL, out), DGA_OK);
+    memcpy(seq, prompt, sizeof prompt);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    for (int i = 0; i < NEW; i++) {
+        int len = 3 + i, win = len > TINY.n_ctx ? TINY.n_ctx : len;
+        assert_int_equal(dga_gpt_next_logits(m, seq + len - win, win, lg), DGA_OK);
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (lg[v] > lg[best]) best = v;
+        assert_int_equal(out[i], best);
+        seq[len] = best;
+    }
+    int32_t a[NEW], b[NEW];
+    dga_rng ra, rb;
+    dga_rng_seed(&ra, 99);
+    dga_rng_seed(&rb, 99);
+    assert_int_equal(dga_gpt_generate(m, prompt, 3, NEW, 1.0, &ra, a), DGA_OK);
+    assert_int_equal(dga_gpt_generate(m, prompt, 3, NEW, 1.0, &rb, b), DGA_OK);
+    assert_memory_equal(a, b, sizeof a);
+    /* temperature 1: the first token's empirical frequencies follow softmax(logits) */
+    assert_int_equal(dga_gpt_next_logits(m, prompt, 3, lg), DGA_OK);
+    double p[64] = {0}, z = 0, mx = lg[0];
+    for (int v = 0; v < V; v++) mx = fmax(mx, lg[v]);
+    for (int v = 0; v < V; v++) z += p[v] = exp(lg[v] - mx);
+    int counts[64] = {0}, N = 4000;
+    for (int s = 0; s < N; s++) {
+        int32_t one;
+        assert_int_equal(dga_gpt_generate(m, prompt, 3, 1, 1.0, &ra, &one), DGA_OK);
+        counts[one]++;
+    }
+    for (int v = 0; v < V; v++) {   /* within 5 binomial standard deviations */
+        double q = p[v] / z, sd = sqrt(N * q * (1 - q)) + 1;
+        if (fabs(counts[v] - N * q) > 5 * sd) fail_msg("token %d: %d draws, expected %.1f", v, counts[v], N * q);
+    }
+    /* bad input */
+    int32_t bad[2] = {1, V};
+    assert_int_equal(dga_gpt_generate(m, bad, 2, 3, 0.0, NULL, out), DGA_ERR_INVALID);
+    assert_non_null(strstr(dga_last_error(), "outside the vocabulary"));
+    assert_int_equal(dga_gpt_generate(m, prompt, 0, 3, 0.0, NULL, out), DGA_ERR_INVALID);
+    assert_int_equal(dga_gpt_generate(m, prompt, 3, 3, 1.0, NULL, out), DGA_ERR_INVALID);
+    assert_int_equal(dga_gpt_generate(m, prompt, 3, 3, NAN, &ra, out), DGA_ERR_INVALID);
+    free(lg);
+    dga_gpt_free(m);
+}
+
+/* The interrupt flag (set by dgalua's Ctrl-C handler) stops every kind of forward with
+ * DGA_ERR_INTERRUPTED, and nothing else changes; clearing it lets the same call succeed. */
+static void test_interrupt(void **state)
+{
+    (void)state;
+    dga_gpt *m = make(&TINY, 2, 25);
+    dga_rng r;
+    dga_rng_seed(&r, 26);
+    int32_t in[2 * 7], tg[2 * 7];
+    random_tokens(in, 14, TINY.vocab_size, &r);
+    random_tokens(tg, 14, TINY.vocab_size, &r);
+    float loss, lg[32];
+    double nll[2];
+    int cnt[2];
+    int32_t out[3];
+    dga_interrupt_request();
+    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 7, &loss), DGA_ERR_INTERRUPTED);
+    assert_non_null(strstr(dga_last_error(), "interrupted (in forward)"));
+    assert_int_equal(dga_gpt_eval(m, in, tg, 2, 7, nll, cnt), DGA_ERR_INTERRUPTED);
+    assert_int_equal(dga_gpt_next_logits(m, in, 7, lg), DGA_ERR_INTERRUPTED);
+    assert_int_equal(dga_gpt_generate(m, in, 3, 3, 0.0, NULL, out), DGA_ERR_INTERRUPTED);
+    dga_interrupt_clear();
+    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 7, &loss), DGA_OK);
+    assert_true(isfinite(loss));
+    dga_gpt_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_gradcheck),    cmocka_unit_test(test_memorise),
         cmocka_unit_test(test_determinism),  cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_eval_and_logits), cmocka_unit_test(test_jvp),
+        cmocka_unit_test(test_generate),    cmocka_unit_test(test_interrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -295,6 +295,12 @@ describe("dga.adamw", function()
         assert.are.equal(1, shrink_of("matrices", "transformer.h.0.ln_1.weight"))
         assert.is_true(math.abs(shrink_of("all", "transformer.h.0.ln_1.weight") - f) < 1e-6)
         assert.are.equal(1, shrink_of("none", "transformer.wte.weight"))
+        -- 'linear': the linear weights only; embeddings, biases and layernorm exempt
+        assert.are.equal(1, shrink_of("linear", "transformer.wte.weight"))
+        assert.are.equal(1, shrink_of("linear", "transformer.wpe.weight"))
+        assert.are.equal(1, shrink_of("linear", "transformer.h.0.ln_1.weight"))
+        assert.is_true(math.abs(shrink_of("linear", "transformer.h.0.attn.c_attn.weight") - f) < 1e-6)
+        assert.is_true(math.abs(shrink_of("linear", "transformer.h.0.mlp.c_proj.weight") - f) < 1e-6)
     end)
 
     it("reports its configuration and takes a per-step learning rate", function()
