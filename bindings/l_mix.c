@@ -12,6 +12,7 @@
  *                               which do not advance epochs/counters (see core/sampler.h)
  *   smp:epochs() smp:drawn() smp:available()   int32 k
  *   smp:capped()                int32 list of capped domains (1-based) in capping order
+ *   smp:num_capped()            how many domains are capped (cheap: for a per-step check)
  *   smp:state() / smp:set_state(str)           checkpoint blob, exact resume
  *   smp:k() smp:epoch_cap() smp:seed()
  *
@@ -280,6 +281,14 @@ static int smp_capped(lua_State *L)
     const int32_t *c = dga_sampler_capped(s, &n);
     int32_t *o = dga_tensor_i32(new_vec(L, DGA_I32, n));
     for (int64_t i = 0; i < n; i++) o[i] = c[i] + 1;
+    return 1;
+}
+
+static int smp_num_capped(lua_State *L)
+{
+    int64_t n;
+    dga_sampler_capped(check_sampler(L, 1), &n);
+    lua_pushinteger(L, (lua_Integer)n);
     return 1;
 }
 
@@ -626,7 +635,7 @@ void dgal_open_mix(lua_State *L)
     static const luaL_Reg smp_methods[] = {
         {"set_weights", smp_set_weights}, {"weights", smp_weights},     {"draw", smp_draw},
         {"draw_from", smp_draw_from},     {"epochs", smp_epochs},       {"drawn", smp_drawn},
-        {"available", smp_available},     {"capped", smp_capped},       {"state", smp_state},
+        {"available", smp_available},     {"capped", smp_capped}, {"num_capped", smp_num_capped},       {"state", smp_state},
         {"set_state", smp_set_state},     {"k", smp_k},                 {"epoch_cap", smp_epoch_cap},
         {"seed", smp_seed},               {"close", smp_release},       {NULL, NULL}};
     static const luaL_Reg smp_meta[] = {

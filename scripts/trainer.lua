@@ -15,7 +15,8 @@
 --                   basis_<j>_loss...,seconds   (train_loss, grad_norm: means since last row)
 --   weights.csv     step,domain,weight  (long form; the sampling weights, or the distribution
 --                   weights over the N bases in distribution mode; for k > sparse_k only
---                   non-zero entries)
+--                   the entries above weights_min, default 1e-3 / k: a thousandth of the
+--                   uniform share, so DGA's floor weights are not written k times a round)
 --   alignments.csv  step,domain,align,loss,grad_norm,target_loss,target_norm + the fields the
 --                   policy passes to ctx.log (g_spe_sq, mean_abs_a, std_a, ...)
 --   epochs.csv      step,domain,epochs,drawn,capped (at every metrics row; k > sparse_k: only
@@ -43,7 +44,8 @@
 --   optimizer {lr, weight_decay, beta1, beta2, eps, decay, clip}
 --   schedule  {kind = "cosine"|"linear"|"constant", warmup, total (default steps), min_lr}
 --   data:  store = {dir=, level=} (a domain store)  OR  domains = {int32 [n_i, L], ...}
---          domain_names (optional list), budget (number or list per domain), epoch_cap
+--          domain_names (optional list), budget (sequences: a number or a list per domain)
+--          or budget_tokens (the same in tokens, rounded down to whole sequences), epoch_cap
 --          generic_heldout = int32 [m, L] (optional; otherwise `heldout_per_domain` sequences
 --          from the end of domains are held out of training, up to generic_max)
 --   specific  {train = int32 [n, L], heldout = int32 [m, L]}
@@ -78,7 +80,7 @@ M.defaults = {
                  decay = "matrices", clip = 1.0},
     schedule = {kind = "cosine", warmup = 0},
     policy = {name = "uniform"},
-    align = {normalize = "none"},
+    align = {normalize = "none", method = "exact", lr_scale = false, fd_eps = 1e-3},
     progress = true,
 }
 
@@ -414,11 +416,20 @@ function M.new(cfg, opts)
     self.spec_train = spec.train
     self.spec_heldout = head(spec.heldout, cfg.eval_max)
 
-    -- budget: per domain, minus the generic held-out sequences
+    -- budget: per domain, minus the generic held-out sequences. budget_tokens is the paper's
+    -- unit ("the first N tokens of each domain"), rounded down to whole sequences of L tokens.
+    if cfg.budget and cfg.budget_tokens then
+        error("trainer: give budget (sequences) or budget_tokens, not both", 2)
+    end
+    local function budget_of(d)
+        local b = cfg.budget or cfg.budget_tokens
+        if type(b) == "table" then b = b[d] end
+        if b and cfg.budget_tokens then b = b // L end
+        return b
+    end
     local budget = {}
     for d = 1, src.k do
-        local b = cfg.budget
-        if type(b) == "table" then b = b[d] end
+        local b = budget_of(d)
         budget[d] = b and math.min(b, src.sizes[d]) or src.sizes[d]
     end
     if cfg.generic_heldout then
@@ -656,9 +667,10 @@ end
 
 function Run:log_weights(step, w)
     local sparse = (not self.cfg.dist) and self.K > self.cfg.sparse_k
+    local min_w = self.cfg.weights_min or 1e-3 / self.K
     local vals = w:totable()
     for d = 1, #vals do
-        if not sparse or vals[d] ~= 0 then self.weights_log:write_list{step, d, vals[d]} end
+        if not sparse or vals[d] > min_w then self.weights_log:write_list{step, d, vals[d]} end
     end
     self.weights_log:flush()
 end
@@ -861,7 +873,11 @@ function Run:train()
     local model, opt, sampler = self.model, self.opt, self.sampler
     for step = start + 1, cfg.steps do
         local lr = self.lr_at(step)
-        local domains, indices = sampler:draw(cfg.batch)
+        local ok, domains, indices = pcall(sampler.draw, sampler, cfg.batch)
+        if not ok then
+            error(string.format("%s: step %d: %s", cfg.name, step, tostring(domains)), 0)
+        end
+        if cfg.epoch_cap and cfg.epoch_cap > 0 then self:report_capped(step) end
         local inputs, targets = self.src.gather(domains, indices)
         model:zero_grad()
         local loss = model:forward(inputs, targets)
@@ -930,6 +946,29 @@ function Run:summary(last)
             basis = ev.basis, weights = self.weights, model = self.model,
             epochs = self.sampler:epochs(), drawn = self.sampler:drawn(),
             seconds = self.elapsed_before + (runinfo.now() - self.t_start)}
+end
+
+-- Says (on stderr, and in events.log of the run) when domains reach the epoch cap: from then
+-- on they are out of the mixture and the other weights are renormalised.
+function Run:report_capped(step)
+    local n = self.sampler:num_capped()
+    self.n_capped = self.n_capped or 0
+    if n <= self.n_capped then return end
+    local all = self.sampler:capped()
+    local names = {}
+    for i = self.n_capped + 1, n do
+        local d = all[i]
+        local name = not self.cfg.dist and self.names[d] or (self.src.names and self.src.names[d])
+        names[#names + 1] = name or tostring(d)
+    end
+    local msg = string.format("%s: step %d: domain%s %s reached the epoch cap (%d) and left the "
+                              .. "mixture; the other weights are renormalised (%d of %d capped)",
+                              self.cfg.name, step, #names > 1 and "s" or "", table.concat(names, ", "),
+                              self.cfg.epoch_cap, n, self.src.k)
+    if not self.opts.quiet then io.stderr:write(msg, "\n") end
+    local f = io.open(self.dir .. "/events.log", "a")
+    if f then f:write(msg, "\n"); f:close() end
+    self.n_capped = n
 end
 
 function Run:close()

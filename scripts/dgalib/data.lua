@@ -21,8 +21,17 @@ function M.warn_skipped(stats)
     return n
 end
 
+-- dev/ and test/ holding at least one <subject>_<split>.csv each
 local function is_mmlu(dir)
-    return runinfo.is_dir(dir .. "/dev") and runinfo.is_dir(dir .. "/test")
+    for _, split in ipairs{"dev", "test"} do
+        local sub, found = dir .. "/" .. split, false
+        if not runinfo.is_dir(sub) then return false end
+        for _, name in ipairs(runinfo.list(sub)) do
+            if name:match("_" .. split .. "%.csv$") then found = true break end
+        end
+        if not found then return false end
+    end
+    return true
 end
 
 local function is_corpus(dir)

@@ -104,6 +104,17 @@ describe("trainer", function()
         assert.are.equal(1, last[3].capped)
         assert.are.equal(40, last[3].drawn)
         assert.are.equal(1, last[3].epochs)
+        -- and the run says when: one line in events.log naming the domain and the step
+        local ev = assert(io.open(d .. "/events.log")):read("a")
+        local step, name = ev:match("step (%d+): domain (%S+) reached the epoch cap %(1%)")
+        assert.are.equal(cfg.domain_names and cfg.domain_names[3] or "3", name)
+        assert.is_true(tonumber(step) >= 10 and tonumber(step) <= 24, ev)
+        -- a cap every domain reaches ends the run with a message, not a traceback
+        local d2 = tmpdir("cap_all") .. "/run"
+        local ok, err = pcall(trainer.run, fixture.config(d2, {epoch_cap = 1, budget = 2}), {quiet = true})
+        assert.is_false(ok)
+        assert.matches("every domain reached its epoch cap", err, 1, true)
+        assert.matches("step %d+:", err)
     end)
 
     it("writes the config, the domains and a complete checkpoint named by 'latest'", function()
@@ -194,6 +205,34 @@ describe("trainer", function()
                 assert.is_true(r.drawn <= run.budget[r.domain] * r.epochs)
             end
         end
+    end)
+
+    it("writes only the weights that matter when k is large (sparse_k)", function()
+        local d = tmpdir("sparse") .. "/run"
+        trainer.run(fixture.config(d, {sparse_k = 2, steps = 8, policy = {name = "importance"},
+                                       is_histogram = dga.tensor{0.6, 0.4, 0}}), {quiet = true})
+        local recs = csvlog.read_records(d .. "/weights.csv")
+        assert.are.equal(2, #recs)   -- domain 3 (weight 0) left out
+        assert.are.same({1, 2}, {recs[1].domain, recs[2].domain})
+        local d2 = tmpdir("sparse2") .. "/run"
+        trainer.run(fixture.config(d2, {sparse_k = 2, steps = 8, weights_min = 0.5,
+                                        policy = {name = "importance"},
+                                        is_histogram = dga.tensor{0.6, 0.4, 0}}), {quiet = true})
+        recs = csvlog.read_records(d2 .. "/weights.csv")
+        assert.are.equal(1, #recs)
+        assert.are.equal(1, recs[1].domain)
+    end)
+
+    it("takes budgets in tokens, rounded down to whole sequences", function()
+        local L = fixture.L
+        local run = trainer.new(fixture.config(tmpdir("btok") .. "/run",
+                                               {budget_tokens = {3 * L + L - 1, 5 * L, 1}}), {quiet = true})
+        assert.are.same({3, 5, 0}, run.budget)
+        run:close()
+        assert.has_error(function()
+            trainer.new(fixture.config(tmpdir("btok2") .. "/run", {budget = 3, budget_tokens = 3 * L}),
+                        {quiet = true})
+        end, "trainer: give budget (sequences) or budget_tokens, not both")
     end)
 
     it("trains in distribution mode: weights over the basis sets, leaves mixed by P", function()
