@@ -114,7 +114,12 @@ for r, d in ipairs(ids) do
         local i = 1 + ((j - 1) * n) // math.max(1, nsamples)
         local info = s:info(level, d, i)
         local text = decode(s:sequence(level, d, i)):gsub("%s+", " ")
-        if #text > nchars then text = text:sub(1, nchars) .. "..." end
+        if #text > nchars then
+            -- cut on a character boundary: back off over UTF-8 continuation bytes (10xxxxxx)
+            local cut = nchars
+            while cut > 0 and (text:byte(cut + 1) or 0) & 0xC0 == 0x80 do cut = cut - 1 end
+            text = text:sub(1, cut) .. "..."
+        end
         print(string.format("    #%d (%s, doc %d): %s", i, info.source, info.doc, text))
     end
 end
