@@ -362,6 +362,22 @@ void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float
         }
 }
 
+/* d <- P * (d - rowsum(P * d)) on the causal rows of T x T blocks: the product of the
+ * softmax Jacobian (symmetric) with d, so both the backward (d = dP) and the tangent
+ * (d = dS) of a causal softmax. Entries above the diagonal are zeroed up to the end of the
+ * row's query block, which the blocked products that follow read. */
+static void causal_softmax_product(const float *P, float *D, int T)
+{
+    for (int i = 0; i < T; i++) {
+        const float *p = P + (size_t)i * T;
+        float *d = D + (size_t)i * T;
+        float dot = vdot(p, d, i + 1);
+        for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+        int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
+        for (int j = i + 1; j < end; j++) d[j] = 0.0f;
+    }
+}
+
 void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int C, int NH)
 {
@@ -380,15 +396,8 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
                             dy + (size_t)i0 * C, C, v, C3, 0.0f, datt + (size_t)i0 * T, T);
             }
-            /* softmax backward: dS = P * (dP - sum_j P dP), zero above the diagonal */
-            for (int i = 0; i < T; i++) {
-                const float *p = P + (size_t)i * T;
-                float *d = datt + (size_t)i * T;
-                float dot = vdot(p, d, i + 1);
-                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
-                int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
-                for (int j = i + 1; j < end; j++) d[j] = 0.0f;
-            }
+            /* softmax backward: dS = P * (dP - sum_j P dP) */
+            causal_softmax_product(P, datt, T);
             /* S = scale Q K^T:  dQ = scale dS K  (query blocks) */
             for (int i0 = 0; i0 < T; i0 += QB) {
                 int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
@@ -431,16 +440,8 @@ void dga_op_attention_jvp(float *out, float *dout, float *scratch, const float *
                             q + (size_t)i0 * C3, C3, dk, C3, 1.0f, D + (size_t)i0 * T, T);
             }
             causal_softmax(P, T);
-            /* softmax tangent: dP = P * (dS - sum_j P dS); zero above the diagonal up to the
-             * block's end, which the P V products below read */
-            for (int i = 0; i < T; i++) {
-                const float *p = P + (size_t)i * T;
-                float *d = D + (size_t)i * T;
-                float dot = vdot(p, d, i + 1);
-                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
-                int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
-                for (int j = i + 1; j < end; j++) d[j] = 0.0f;
-            }
+            /* softmax tangent: dP = P * (dS - sum_j P dS) */
+            causal_softmax_product(P, D, T);
             /* Y = P V,  dY = dP V + P dV */
             for (int i0 = 0; i0 < T; i0 += QB) {
                 int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
