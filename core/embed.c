@@ -296,7 +296,9 @@ dga_status dga_embedder_new(const char *name, dga_embedder **out)
     *out = NULL;
     if (name && strcmp(name, "hash384") == 0) return hash_new("hash384", DGA_HASH_DIM, out);
     if (name && strcmp(name, "hash1024") == 0) return hash_new("hash1024", 1024, out);
-    return dga_fail(DGA_ERR_INVALID, "unknown embedder '%s' (known: hash384, hash1024)",
+    if (name && strncmp(name, "gpt:", 4) == 0 && name[4]) return dga_embedder_gpt_new(name + 4, out);
+    if (name && strcmp(name, "gpt") == 0) return dga_embedder_gpt_new(NULL, out);
+    return dga_fail(DGA_ERR_INVALID, "unknown embedder '%s' (known: hash384, hash1024, gpt:CHECKPOINT)",
                     name ? name : "(null)");
 }
 

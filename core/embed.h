@@ -34,7 +34,12 @@
  *            embeds to the zero vector.
  *   state    idf.npy (float32 [2^20]) and the fitted text count in idf_meta.npy.
  * "hash1024" is the same with 1024 dimensions (purer clusters, 2.7x the k-means cost and
- * embedding memory). */
+ * embedding memory).
+ *
+ * "gpt:CKPT" (embed_gpt.c): the mean over positions of a trained dgalua model's final
+ * layernorm output, L2-normalised; dim = the model's width; the tokenizer is tokenizer.json
+ * beside CKPT. Nothing to fit; save()/load() copy the model and tokenizer into a store, whose
+ * manifest then names it "gpt". */
 #ifndef DGA_EMBED_H
 #define DGA_EMBED_H
 
@@ -63,8 +68,11 @@ struct dga_embedder {
 #define DGA_HASH_DIM     384
 #define DGA_HASH_BIGRAM_WEIGHT 0.5
 
-/* A new embedder by name ("hash384", "hash1024"); an error naming the known ones otherwise. */
+/* A new embedder by name ("hash384", "hash1024", "gpt:CKPT"; "gpt" alone makes an empty one
+ * for load()); an error naming the known ones otherwise. */
 dga_status dga_embedder_new(const char *name, dga_embedder **out);
+/* The model embedder of a checkpoint (NULL: empty, to be filled by load()). */
+dga_status dga_embedder_gpt_new(const char *checkpoint, dga_embedder **out);
 void       dga_embedder_free(dga_embedder *e);   /* NULL is fine */
 
 /* Convenience over the function pointers. */

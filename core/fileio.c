@@ -176,3 +176,15 @@ dga_status dga_path_trim(char *out, size_t size, const char *path)
     out[n] = '\0';
     return DGA_OK;
 }
+
+dga_status dga_file_copy_atomic(const char *src, const char *dst)
+{
+    char *buf;
+    size_t n;
+    dga_status st = dga_file_read_all(src, &buf, &n);
+    if (st != DGA_OK) return st;
+    const void *parts[1] = {buf};
+    st = dga_write_file_atomic(dst, 1, parts, &n);
+    free(buf);
+    return st;
+}

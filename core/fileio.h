@@ -44,6 +44,9 @@ void dga_atomic_file_abort(dga_atomic_file *af);
 dga_status dga_write_file_atomic(const char *path, int nparts, const void *const *parts,
                                  const size_t *sizes);
 
+/* Copies the regular file src to dst atomically (read whole, write to a temporary, rename). */
+dga_status dga_file_copy_atomic(const char *src, const char *dst);
+
 /* Copies `path` into out[size] without its trailing slashes ("store/" -> "store"; "/" stays
  * "/"), so that "<path>.tmp" names a sibling, not a file inside. DGA_ERR_INVALID if the path
  * is empty or does not fit. */

@@ -463,6 +463,20 @@ static void infer_trunk(dga_gpt *m, const int32_t *inputs, int B, int T)
                          tensor_ptr(m, p, lf + 1), N, C);
 }
 
+dga_status dga_gpt_hidden_sum(dga_gpt *m, const int32_t *tokens, int n, float *out)
+{
+    if (!out) return dga_fail(DGA_ERR_INVALID, "hidden_sum: out is NULL");
+    dga_status st = check_batch(m, "hidden_sum", tokens, NULL, 1, n, 0, NULL);
+    if (st != DGA_OK) return st;
+    const int C = m->cfg.n_embd;
+    infer_trunk(m, tokens, 1, n);
+    for (int t = 0; t < n; t++) {
+        const float *h = m->iln + (size_t)t * C;
+        for (int c = 0; c < C; c++) out[c] += h[c];
+    }
+    return DGA_OK;
+}
+
 dga_status dga_gpt_eval(dga_gpt *m, const int32_t *inputs, const int32_t *targets, int B,
                         int T, double *seq_nll, int *seq_count)
 {

@@ -96,6 +96,11 @@ dga_status dga_gpt_jvp(dga_gpt *model, const int32_t *inputs, const int32_t *tar
 /* Logits (V floats) at the last position of one sequence of n tokens (n <= n_ctx). */
 dga_status dga_gpt_next_logits(dga_gpt *model, const int32_t *tokens, int n, float *logits);
 
+/* Adds to out[0..n_embd) the sum over the n positions of one sequence (n <= n_ctx) of the
+ * final layernorm's output: the trunk's representation of each position, which an embedder
+ * mean-pools (embed_gpt.c). Forward only; uses the inference arena. */
+dga_status dga_gpt_hidden_sum(dga_gpt *model, const int32_t *tokens, int n, float *out);
+
 /* Text generation (generate.c): n_new tokens after a prompt of n_prompt >= 1 ids, written to
  * out[0 .. n_new). temperature 0 is greedy (argmax, lowest id on ties); > 0 samples from
  * softmax(logits / temperature) with rng (rng may be NULL when greedy). The window is the

@@ -182,18 +182,6 @@ static int dir_is_empty(const char *dir)
     return empty;
 }
 
-static dga_status copy_file(const char *src, const char *dst)
-{
-    char *buf;
-    size_t n;
-    dga_status st = dga_file_read_all(src, &buf, &n);
-    if (st != DGA_OK) return st;
-    const void *parts[1] = {buf};
-    st = dga_write_file_atomic(dst, 1, parts, &n);
-    free(buf);
-    return st;
-}
-
 /* ------------------------------------------------------------------ write */
 
 /* Decoded text of sequence r: pieces between EOTs, joined by "\n\n". */
@@ -402,7 +390,7 @@ static dga_status write_arrays(const dga_store_builder *b, const dga_store_write
     if (emb->save && (st = emb->save(emb, dir))) goto done;
     if (o->tokenizer_path) {
         path_join(path, sizeof path, dir, "tokenizer.json");
-        if ((st = copy_file(o->tokenizer_path, path))) goto done;
+        if ((st = dga_file_copy_atomic(o->tokenizer_path, path))) goto done;
     }
     st = write_manifest(b, o, emb, h, dir, small ? "uint16" : "int32", source_seqs);
 done:

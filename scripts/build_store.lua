@@ -2,7 +2,7 @@
 --
 --   dgalua scripts/build_store.lua CORPUS --out STORE [--levels 64,64] [--seq-len 129]
 --          [--tokenizer tok.json | --vocab 8192] [--max-mb N] [--train-mb N] [--seed S]
---          [--iters N] [--embedder hash384|hash1024] [--euclidean]
+--          [--iters N] [--embedder hash384|hash1024|gpt:CKPT] [--euclidean] [--embeddings]
 --
 -- Each subdirectory of CORPUS is one source (read recursively: .jsonl {"text": ...} and .txt);
 -- --max-mb caps the text read per source, --train-mb the text per source the tokenizer is
@@ -25,7 +25,9 @@ p:option("--max-mb", "Read at most this many MB of text per source (0: all).", "
 p:option("--train-mb", "Train the tokenizer on at most this many MB per source (0: all read).", "0")
 p:option("--seed", "k-means seed.", "1")
 p:option("--iters", "Lloyd iterations per clustering.", "25")
-p:option("--embedder", "Sequence embedder: hash384, or hash1024 (purer domains, about 2x the time).", "hash384")
+p:option("--embedder", "Sequence embedder: hash384, hash1024 (purer domains, about 2x the time), or "
+         .. "gpt:CKPT (mean-pooled hidden states of a trained dgalua model; its tokenizer.json "
+         .. "must sit beside CKPT).", "hash384")
 p:flag("--euclidean", "Plain k-means (mean centroids, Euclidean) instead of spherical.")
 p:flag("--embeddings", "Also write the sequence embeddings, embeddings.npy (float32 [sequences, dim], "
        .. "store row order; 1.5 KB per sequence with hash384).")

@@ -134,6 +134,49 @@ describe("domain store", function()
         assert.has_error(function() s:histogram({1, 2}, 1) end)
     end)
 
+    it("builds with the model embedder (gpt:CKPT: mean-pooled hidden states)", function()
+        -- a small model trained a few steps on the store's own sequences, saved with the
+        -- store's tokenizer beside it, as a gpt:CKPT embedder expects
+        local mdir = root .. "/model"
+        os.execute("mkdir -p '" .. mdir .. "'")
+        s:tokenizer():save(mdir .. "/tokenizer.json")
+        local m = dga.gpt{layers = 1, width = 24, heads = 2, context = 32, vocab = s:vocab_size(),
+                          batch = 4, seed = 5}
+        local opt = dga.adamw(m, {lr = 1e-2})
+        for step = 1, 10 do
+            local d = 1 + step % 2
+            local x, y = s:gather(1, {d, d, d, d}, {1, 2, 3, 1 + step % 4})
+            m:zero_grad(); m:forward(x, y); m:backward(); opt:step()
+        end
+        dga.save_checkpoint(mdir .. "/model.safetensors", {model = m})
+        local out = root .. "/store_gpt"
+        dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 33,
+                        tokenizer = mdir .. "/tokenizer.json", embedder = "gpt:" .. mdir .. "/model.safetensors",
+                        seed = 3}
+        local g = dga.store_open(out)
+        assert.matches('"name": "gpt"', g:manifest())
+        assert.are.same({2, 24}, g:centroids(1):shape())
+        -- the two alphabets still end up in different domains
+        local names, counts = g:sources(1)
+        assert.is_true((counts:at(1, 1) == 0) ~= (counts:at(2, 1) == 0))
+        -- texts embedded after the build (the store's own copy of the model) land there too
+        local alpha_domain = counts:at(1, 1) > 0 and 1 or 2
+        local texts = {}
+        for i = 1, 6 do texts[i] = make_text(r, words[1], 30) end
+        local h = g:histogram(texts, 1)
+        assert.are.equal(1, h[alpha_domain])
+        local e = dga.embed({texts[1], texts[1]}, g)
+        assert.are.same({2, 24}, e:shape())
+        assert.is_true(math.abs(e:narrow(1, 1):norm() - 1) < 1e-5)
+        g:close()
+        -- no tokenizer beside the checkpoint: a clear error
+        os.remove(mdir .. "/tokenizer.json")
+        local ok, err = pcall(dga.store_build, {corpus = corpus, out = root .. "/store_gpt2", levels = {2},
+                                                seq_len = 33, vocab = 320, embedder = "gpt:" .. mdir .. "/model.safetensors"})
+        assert.is_false(ok)
+        assert.matches("tokenizer.json beside the checkpoint", err, 1, true)
+    end)
+
     it("runs the CLI tools", function()
         local exe = os.getenv("DGALUA")
         if not exe then pending("DGALUA not set") return end
