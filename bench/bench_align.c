@@ -16,30 +16,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "align.h"
 #include "gpt.h"
 
 enum { K = 16, BATCH = 8 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_now(void)   /* process CPU time, all threads */
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int bench_threads(int threads, int rounds)
 {
@@ -72,14 +53,14 @@ static int bench_threads(int threads, int rounds)
         dga_align_result res = {.align = a, .loss = l, .grad_norm = gn};
         dga_align_opts o = {.method = methods[mi]};
         for (int r = 0; r <= rounds; r++) {
-            double t0 = now(), c0 = cpu_now();
+            double t0 = bench_now(), c0 = bench_cpu_now();
             if (dga_align(m, ws, &target, dom, K, &o, &res) != DGA_OK) {
                 fprintf(stderr, "bench_align: %s\n", dga_last_error());
                 goto out;
             }
             if (r > 0) {   /* r == 0 warms up (and allocates jvp's tangent arena) */
-                times[r - 1] = now() - t0;
-                cpus[r - 1] = cpu_now() - c0;
+                times[r - 1] = bench_now() - t0;
+                cpus[r - 1] = bench_cpu_now() - c0;
             }
         }
         double err = 0;
@@ -90,8 +71,8 @@ static int bench_threads(int threads, int rounds)
             }
         for (int i = 0; i < K; i++) err = fmax(err, fabs(a[i] - a_exact[i]));
         err = amax > 0 ? err / amax : 0;
-        qsort(times, (size_t)rounds, sizeof *times, cmp_double);
-        qsort(cpus, (size_t)rounds, sizeof *cpus, cmp_double);
+        qsort(times, (size_t)rounds, sizeof *times, bench_cmp_double);
+        qsort(cpus, (size_t)rounds, sizeof *cpus, bench_cmp_double);
         double med = rounds % 2 ? times[rounds / 2] : 0.5 * (times[rounds / 2 - 1] + times[rounds / 2]);
         double tokens = (double)(K + 1) * per;
         const char *name = dga_align_method_name(methods[mi]);

@@ -13,15 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "kmeans.h"
 #include "rng.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -69,9 +63,9 @@ int main(int argc, char **argv)
         fflush(stdout);
         dga_kmeans_opts o = {.iters = iters, .seed = 1, .spherical = 1, .verbose = 0};
         dga_hkmeans h;
-        double t0 = now_s();
+        double t0 = bench_now();
         dga_status st = dga_kmeans_hierarchical(x, n, d, levels, nlevels, &o, &h);
-        double t = now_s() - t0;
+        double t = bench_now() - t0;
         if (st != DGA_OK) {
             fprintf(stderr, "%s\n", dga_last_error());
             return 1;

@@ -10,15 +10,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "bpe.h"
 #include "jsonl.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct {
     char   *buf;     /* documents back to back */
@@ -73,7 +67,7 @@ int main(int argc, char **argv)
 
     /* the whole corpus, and a training sample of sample_mb / nd MB per domain */
     texts all = {0}, sample = {0};
-    double t0 = now_s();
+    double t0 = bench_now();
     for (size_t i = 0; i < nd; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", corpus, domains[i]);
@@ -85,11 +79,11 @@ int main(int argc, char **argv)
         sample.limit = sample.n + (size_t)(sample_mb * 1e6 / (double)nd);
         dga_text_foreach(p, add_doc, &sample, NULL);
     }
-    double t_read = now_s() - t0;
+    double t_read = bench_now() - t0;
     printf("read %.1f MB (%zu docs) in %.2f s; sample %.1f MB\n", all.n / 1e6, all.docs, t_read,
            sample.n / 1e6);
 
-    t0 = now_s();
+    t0 = bench_now();
     dga_bpe_trainer *tr;
     dga_bpe *tok;
     if (dga_bpe_trainer_new(&tr) != DGA_OK) return 1;
@@ -98,13 +92,13 @@ int main(int argc, char **argv)
         dga_bpe_trainer_add(tr, sample.buf + start, sample.ends[d] - start);
         start = sample.ends[d];
     }
-    double t_count = now_s() - t0;
+    double t_count = bench_now() - t0;
     if (dga_bpe_trainer_finish(tr, vocab, &tok) != DGA_OK) {
         fprintf(stderr, "%s\n", dga_last_error());
         return 1;
     }
     dga_bpe_trainer_free(tr);
-    double t_train = now_s() - t0;
+    double t_train = bench_now() - t0;
     printf("train: vocab %d on %.1f MB in %.2f s (chunk counting %.2f s)\n",
            dga_bpe_vocab_size(tok), sample.n / 1e6, t_train, t_count);
     printf("RESULT {\"kind\":\"bpe_train\",\"vocab\":%d,\"sample_mb\":%.2f,\"seconds\":%.3f}\n",
@@ -115,7 +109,7 @@ int main(int argc, char **argv)
     size_t n_tok = 0;
     for (int pass = 0; pass < 2; pass++) {
         n_tok = 0;
-        t0 = now_s();
+        t0 = bench_now();
         start = 0;
         for (size_t d = 0; d < all.docs; d++) {
             size_t m;
@@ -127,7 +121,7 @@ int main(int argc, char **argv)
             n_tok += m;
             start = all.ends[d];
         }
-        double dt = now_s() - t0;
+        double dt = bench_now() - t0;
         printf("encode (%s cache): %.1f MB -> %zu tokens (%.2f bytes/token) in %.2f s = %.1f MB/s\n",
                pass ? "warm" : "cold", all.n / 1e6, n_tok, (double)all.n / (double)n_tok, dt,
                all.n / 1e6 / dt);
@@ -136,11 +130,11 @@ int main(int argc, char **argv)
                all.n / 1e6 / dt, (double)all.n / (double)n_tok);
     }
 
-    t0 = now_s();
+    t0 = bench_now();
     char *back;
     size_t len;
     if (dga_bpe_decode(tok, ids, n_tok, &back, &len) != DGA_OK) return 1;
-    double dt = now_s() - t0;
+    double dt = bench_now() - t0;
     int same = len == all.n && memcmp(back, all.buf, len) == 0;
     printf("decode: %.1f MB in %.3f s = %.0f MB/s; round trip %s\n", len / 1e6, dt, len / 1e6 / dt,
            same ? "exact" : "MISMATCH");

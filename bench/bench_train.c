@@ -17,28 +17,9 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "adamw.h"
 #include "gpt.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_now(void)   /* process CPU time: all threads, robust to a busy machine */
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double peak_rss_mib(void)
 {
@@ -60,10 +41,10 @@ static double time_sgemm(int m, int n, int k, int transb, int reps)
     for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(i % 5) * 0.01f;
     double best = 1e30;
     for (int r = 0; r <= reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
                     1.0f, a, k, b, transb ? k : n, 0.0f, c, n);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         if (r > 0 && dt < best) best = dt;   /* r == 0 warms up */
     }
     free(a), free(b), free(c);
@@ -136,7 +117,7 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             in[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
             tg[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
         }
-        double t0 = now(), c0 = cpu_now();
+        double t0 = bench_now(), c0 = bench_cpu_now();
         dga_gpt_zero_grad(m);
         if (dga_gpt_forward(m, in, tg, B, T, &loss) != DGA_OK ||
             dga_gpt_backward(m) != DGA_OK) {
@@ -148,15 +129,15 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             fprintf(stderr, "bench_train: %s\n", dga_last_error());
             goto out;
         }
-        double dt = now() - t0, dc = cpu_now() - c0;
+        double dt = bench_now() - t0, dc = bench_cpu_now() - c0;
         if (s == 0) loss_first = loss;
         if (s >= bc->warmup) {
             times[s - bc->warmup] = dt;
             cpus[s - bc->warmup] = dc;
         }
     }
-    qsort(times, (size_t)bc->steps, sizeof *times, cmp_double);
-    qsort(cpus, (size_t)bc->steps, sizeof *cpus, cmp_double);
+    qsort(times, (size_t)bc->steps, sizeof *times, bench_cmp_double);
+    qsort(cpus, (size_t)bc->steps, sizeof *cpus, bench_cmp_double);
     double cpu_med = cpus[bc->steps / 2];
     double med = bc->steps % 2 ? times[bc->steps / 2]
                                : 0.5 * (times[bc->steps / 2 - 1] + times[bc->steps / 2]);
