@@ -3,7 +3,7 @@
 --   dgalua scripts/is_histogram.lua --store STORE --texts FILE_or_DIR [--level 1]
 --          [--out hist.npy] [--lines] [--top 10]
 --
--- Texts: a .jsonl file, a .txt file or a directory of them (read as dga.read_jsonl does: one
+-- Texts: a .jsonl file, a .txt file or a directory of them (read as dga.read_texts does: one
 -- JSON line or one .txt file = one text); with --lines, every non-empty line of the file is a
 -- text. Each text is embedded with the store's embedder and idf and assigned to the nearest
 -- centroid at --level (cosine when the store is spherical); the normalised histogram
