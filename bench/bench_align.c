@@ -97,13 +97,7 @@ out:
 
 int main(int argc, char **argv)
 {
-    int threads[16], nthreads = 0;
-    for (int i = 2; i < argc && nthreads < 16; i++) threads[nthreads++] = atoi(argv[i]);
-    if (nthreads == 0) {
-        const char *env = getenv("OPENBLAS_NUM_THREADS");
-        if (env && atoi(env) > 0) threads[nthreads++] = atoi(env);
-        else threads[nthreads++] = 1, threads[nthreads++] = 2;
-    }
+    int threads[16], nthreads = bench_thread_list(argc, argv, threads, 16);
     const char *renv = getenv("DGA_BENCH_ALIGN_ROUNDS");
     int rounds = renv && atoi(renv) > 0 ? atoi(renv) : 3;
     int rc = 0;

@@ -188,13 +188,7 @@ int main(int argc, char **argv)
         {"small", {.n_layer = 4, .n_head = 4, .n_embd = 256, .n_ctx = 256, .vocab_size = 8192},
          8, 3, 10},
     };
-    int threads[16], nthreads = 0;
-    for (int i = 2; i < argc && nthreads < 16; i++) threads[nthreads++] = atoi(argv[i]);
-    if (nthreads == 0) {
-        const char *env = getenv("OPENBLAS_NUM_THREADS");
-        if (env && atoi(env) > 0) threads[nthreads++] = atoi(env);
-        else threads[nthreads++] = 1, threads[nthreads++] = 2;
-    }
+    int threads[16], nthreads = bench_thread_list(argc, argv, threads, 16);
     int rc = 0;
     for (int i = 0; i < nthreads; i++) {
         openblas_set_num_threads(threads[i]);

@@ -3,6 +3,7 @@
 #ifndef DGA_BENCH_UTIL_H
 #define DGA_BENCH_UTIL_H
 
+#include <stdlib.h>
 #include <time.h>
 
 /* Wall-clock seconds (monotonic). */
@@ -26,6 +27,20 @@ static inline int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The thread counts to measure: argv[2..] if given (argv[1] is the build directory), else
+ * $OPENBLAS_NUM_THREADS, else 1 and 2. Fills threads[max]; returns how many. */
+static inline int bench_thread_list(int argc, char **argv, int *threads, int max)
+{
+    int n = 0;
+    for (int i = 2; i < argc && n < max; i++) threads[n++] = atoi(argv[i]);
+    if (n == 0) {
+        const char *env = getenv("OPENBLAS_NUM_THREADS");
+        if (env && atoi(env) > 0) threads[n++] = atoi(env);
+        else threads[n++] = 1, threads[n++] = 2;
+    }
+    return n;
 }
 
 #endif

@@ -475,8 +475,6 @@ static int m_logits(lua_State *L)
     return 1;
 }
 
-/* Index drawn from softmax(logits / temperature); greedy (first maximum) at temperature 0.
- * -1 when a logit is not finite (diverged parameters), which no choice would make sense of. */
 static const char *const gen_keys[] = {"temperature", "seed", NULL};
 
 /* m:generate(prompt_ids, n_new, {temperature=0, seed=0}) -> table of the n_new new ids. */

@@ -39,6 +39,23 @@ static int r_below(lua_State *L)
     return 1;
 }
 
+/* r:shuffle(list) shuffles a Lua list in place (Fisher-Yates from the end: for i = n..2,
+ * swap i with 1 + below(i)) and returns it, so the same seed gives the same order. */
+static int r_shuffle(lua_State *L)
+{
+    dga_rng *r = dgal_check_rng(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    for (lua_Integer i = (lua_Integer)luaL_len(L, 2); i >= 2; i--) {
+        lua_Integer j = 1 + (lua_Integer)dga_rng_below(r, (uint64_t)i);
+        lua_geti(L, 2, i);
+        lua_geti(L, 2, j);
+        lua_seti(L, 2, i);
+        lua_seti(L, 2, j);
+    }
+    lua_settop(L, 2);
+    return 1;
+}
+
 /* Four little-endian uint64 words, whatever the host's byte order. */
 static int r_state(lua_State *L)
 {
@@ -78,7 +95,7 @@ void dgal_open_rng(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         {"uniform", r_uniform}, {"normal", r_normal}, {"below", r_below},
-        {"state", r_state},     {"set_state", r_set_state},
+        {"state", r_state},     {"set_state", r_set_state}, {"shuffle", r_shuffle},
         {NULL, NULL},
     };
     static const luaL_Reg meta[] = {{"__tostring", r_tostring}, {NULL, NULL}};

@@ -477,6 +477,27 @@ dga_status dga_gpt_hidden_sum(dga_gpt *m, const int32_t *tokens, int n, float *o
     return DGA_OK;
 }
 
+/* The next chunk of positions that have a target, scanning from *cursor: at most irows of
+ * them, their final-layernorm rows (iln) gathered into igather and, when tangent is given
+ * (the tangent arena's tln), their tangents into tgather; rows[] gets their positions.
+ * Returns how many (0 once the targets are exhausted). The lm head then runs on the
+ * gathered rows only: MMLU scoring has one target per sequence. */
+static int gather_target_rows(dga_gpt *m, const int32_t *targets, size_t N, size_t *cursor,
+                              const float *tangent, size_t *rows)
+{
+    const size_t C = (size_t)m->cfg.n_embd;
+    int k = 0;
+    size_t i = *cursor;
+    for (; i < N && k < m->irows; i++) {
+        if (targets[i] == DGA_IGNORE) continue;
+        memcpy(m->igather + k * C, m->iln + i * C, C * sizeof(float));
+        if (tangent) memcpy(m->tgather + k * C, tangent + i * C, C * sizeof(float));
+        rows[k++] = i;
+    }
+    *cursor = i;
+    return k;
+}
+
 dga_status dga_gpt_eval(dga_gpt *m, const int32_t *inputs, const int32_t *targets, int B,
                         int T, double *seq_nll, int *seq_count)
 {
@@ -489,18 +510,10 @@ dga_status dga_gpt_eval(dga_gpt *m, const int32_t *inputs, const int32_t *target
         if (seq_count) seq_count[b] = 0;
     }
     infer_trunk(m, inputs, B, T);
-    /* Only rows with a target reach the lm head (MMLU scoring has one per sequence):
-     * gather them in chunks of irows. */
+    /* Only rows with a target reach the lm head (MMLU scoring has one per sequence). */
     size_t row[256];
     size_t i = 0;
-    while (i < N) {
-        int k = 0;
-        for (; i < N && k < m->irows; i++) {
-            if (targets[i] == DGA_IGNORE) continue;
-            memcpy(m->igather + (size_t)k * C, m->iln + i * C, (size_t)C * sizeof(float));
-            row[k++] = i;
-        }
-        if (k == 0) break;
+    for (int k; (k = gather_target_rows(m, targets, N, &i, NULL, row)) > 0;) {
         dga_op_lmhead_fwd(m->ilogits, m->igather, tensor_ptr(m, m->params, 0), (size_t)k, C, V);
         for (int r = 0; r < k; r++) {
             double nll = dga_op_xent_row(m->ilogits + (size_t)r * V, V, targets[row[r]]);
@@ -595,16 +608,9 @@ dga_status dga_gpt_jvp(dga_gpt *m, const int32_t *inputs, const int32_t *targets
     const float dscale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
     double total = 0.0, dtotal = 0.0;
     int32_t tg[256];
-    size_t i = 0;
-    while (i < N) {
-        int k = 0;
-        for (; i < N && k < m->irows; i++) {
-            if (targets[i] == DGA_IGNORE) continue;
-            memcpy(m->igather + (size_t)k * C, m->iln + i * C, (size_t)C * sizeof(float));
-            memcpy(m->tgather + (size_t)k * C, m->tln + i * C, (size_t)C * sizeof(float));
-            tg[k++] = targets[i];
-        }
-        if (k == 0) break;
+    size_t row[256], i = 0;
+    for (int k; (k = gather_target_rows(m, targets, N, &i, m->tln, row)) > 0;) {
+        for (int r = 0; r < k; r++) tg[r] = targets[row[r]];
         dga_op_lmhead_fwd(m->ilogits, m->igather, tensor_ptr(m, p, 0), (size_t)k, C, V);
         dga_op_lmhead_jvp(m->tlogits, m->igather, m->tgather, tensor_ptr(m, p, 0),
                           tensor_ptr(m, u, 0), (size_t)k, C, V);

@@ -348,3 +348,14 @@ dga_status dga_text_foreach(const char *path_or_dir, dga_text_fn fn, void *ud,
     dga_text_close(r);
     return st;
 }
+
+/* Adds the counters of one walk to a running total; keeps the first messages. */
+void dga_text_stats_add(dga_text_stats *acc, const dga_text_stats *s)
+{
+    acc->files += s->files, acc->lines += s->lines, acc->docs += s->docs;
+    acc->bytes += s->bytes, acc->blank += s->blank, acc->bad_json += s->bad_json;
+    acc->not_object += s->not_object, acc->no_text += s->no_text;
+    acc->bad_utf8 += s->bad_utf8, acc->skipped += s->skipped;
+    for (int i = 0; i < s->n_messages && acc->n_messages < DGA_TEXT_MAX_MESSAGES; i++)
+        memcpy(acc->messages[acc->n_messages++], s->messages[i], DGA_TEXT_MESSAGE_LEN);
+}

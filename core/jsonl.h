@@ -56,6 +56,9 @@ dga_status dga_text_open(const char *path_or_dir, dga_text_reader **out);
 /* The next document into *doc (its pointers stay valid until the next call or close).
  * At the end returns DGA_OK with doc->text == NULL. DGA_ERR_IO if a file cannot be read. */
 dga_status dga_text_next(dga_text_reader *r, dga_text_doc *doc);
+/* Adds the counters of one walk to a running total (several sources read one after the
+ * other); the total keeps the first DGA_TEXT_MAX_MESSAGES messages. */
+void dga_text_stats_add(dga_text_stats *acc, const dga_text_stats *s);
 /* Counters so far (valid until close). */
 const dga_text_stats *dga_text_reader_stats(const dga_text_reader *r);
 void dga_text_close(dga_text_reader *r);   /* NULL is fine */

@@ -108,17 +108,6 @@ static dga_status list_sources(const char *corpus, source_list *out)
 /* Calls fn on each document of a source until `limit` bytes (0: no limit) have been read. */
 typedef dga_status (*doc_fn)(void *ud, const char *text, size_t len);
 
-/* Adds the counters of one walk to a running total; keeps the first messages. */
-static void stats_add(dga_text_stats *acc, const dga_text_stats *s)
-{
-    acc->files += s->files, acc->lines += s->lines, acc->docs += s->docs;
-    acc->bytes += s->bytes, acc->blank += s->blank, acc->bad_json += s->bad_json;
-    acc->not_object += s->not_object, acc->no_text += s->no_text;
-    acc->bad_utf8 += s->bad_utf8, acc->skipped += s->skipped;
-    for (int i = 0; i < s->n_messages && acc->n_messages < DGA_TEXT_MAX_MESSAGES; i++)
-        memcpy(acc->messages[acc->n_messages++], s->messages[i], DGA_TEXT_MESSAGE_LEN);
-}
-
 /* stats (may be NULL) accumulates the reader's counters. */
 static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void *ud,
                               size_t *docs, size_t *bytes, dga_text_stats *stats)
@@ -137,7 +126,7 @@ static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void
         *bytes += doc.len;
         if (limit && *bytes >= limit) break;
     }
-    if (stats) stats_add(stats, dga_text_reader_stats(r));
+    if (stats) dga_text_stats_add(stats, dga_text_reader_stats(r));
     dga_text_close(r);
     return st;
 }
@@ -225,7 +214,7 @@ dga_status dga_store_build(const dga_store_build_opts *o)
         dga_text_stats one = {0};
         if ((st = dga_store_builder_add_source(b, src.names[i]))) goto done;
         st = walk_source(src.paths[i], o->max_mb, encode_add, &ec, &docs, &bytes, &one);
-        stats_add(&total, &one);
+        dga_text_stats_add(&total, &one);
         if (st != DGA_OK) goto done;
         if (o->verbose) {
             fprintf(stderr, "store: %-24s %7zu docs %8.1f MB %10zu tokens %8lld sequences (%.1f s)\n",

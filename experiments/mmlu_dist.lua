@@ -73,11 +73,7 @@ local spec_train = exp.text_seqs(tok, spec_texts, preset.seq_len)
 -- spec_heldout sequences. The final loss is on all of MMLU_b.
 local shuffled = {}
 for i, q in ipairs(q_eval) do shuffled[i] = q end
-local order_rng = dga.rng(a.seed + 7)
-for i = #shuffled, 2, -1 do
-    local j = 1 + order_rng:below(i)
-    shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
-end
+dga.rng(a.seed + 7):shuffle(shuffled)
 local spec_heldout = exp.text_seqs(tok, rendered(shuffled), preset.seq_len, preset.spec_heldout)
 local eval_all = exp.text_seqs(tok, rendered(q_eval), preset.seq_len)
 -- Accuracy on fixed subsets of MMLU_b (every m-th question: all subjects represented).

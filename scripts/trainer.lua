@@ -248,11 +248,7 @@ local function holdout_generic(src, per_domain, max_total)
     local k, L = src.k, src.seq_len
     local taken, order = {}, {}
     for d = 1, k do taken[d], order[d] = 0, d end
-    local rng = dga.rng(20240520)
-    for i = k, 2, -1 do
-        local j = rng:below(i) + 1
-        order[i], order[j] = order[j], order[i]
-    end
+    dga.rng(20240520):shuffle(order)
     local picks = {}
     local room = true
     for _ = 1, per_domain do

@@ -260,6 +260,24 @@ describe("dga.rng", function()
         for k = 0, 4 do assert.is_true(seen[k]) end
     end)
 
+    it("shuffles a list in place, the same as Fisher-Yates over below()", function()
+        local t = {}
+        for i = 1, 50 do t[i] = i * 10 end
+        local got = dga.rng(9):shuffle(t)
+        assert.equal(t, got)
+        local want, r = {}, dga.rng(9)
+        for i = 1, 50 do want[i] = i * 10 end
+        for i = 50, 2, -1 do
+            local j = 1 + r:below(i)
+            want[i], want[j] = want[j], want[i]
+        end
+        assert.same(want, t)
+        table.sort(t)
+        for i = 1, 50 do assert.equal(i * 10, t[i]) end
+        assert.same({}, dga.rng(1):shuffle({}))
+        assert.matches("table expected", err_of(dga.rng(1).shuffle, dga.rng(1), 3))
+    end)
+
     it("rejects bad states and ranges", function()
         local r = dga.rng(1)
         assert.matches("32 bytes, got 3", err_of(r.set_state, r, "abc"))
