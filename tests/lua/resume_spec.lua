@@ -51,6 +51,8 @@ local function child(run_dir, opts)
     local f = assert(io.open(script, "w"))
     f:write(string.format([[
         package.path = %q .. "/?.lua;" .. package.path
+        -- the crash: the process ends at once, without closing or flushing anything
+        local function die_at(s) return function(step) if step == s then os.exit(9, false) end end end
         local cfg = require("trainer_fixture").config(%q)
         require("trainer").run(cfg, %s)
     ]], here, run_dir, opts))
@@ -85,7 +87,7 @@ describe("resume", function()
         local dir = base .. "/killed"
         -- checkpoint_every = 8: ckpt 8 is complete and named by latest; the process dies
         -- right after ckpt 16 is written, before latest moves (and before 8 is removed).
-        local code, out = child(dir, "{quiet = true, die_before_pointer = 16}")
+        local code, out = child(dir, "{quiet = true, hooks = {before_pointer = die_at(16)}}")
         assert.are_not.equal(0, code, out)
         assert.are.equal("ckpt-00000008.safetensors", runinfo.read_file(dir .. "/latest"):match("%S+"))
         -- rows up to step 16 were written before the death: resume must drop those after 8
@@ -111,7 +113,7 @@ describe("resume", function()
 
     it("resumes from the newest complete checkpoint when the pointer is missing", function()
         local dir = base .. "/nopointer"
-        local code, out = child(dir, "{quiet = true, die_after_step = 20}")
+        local code, out = child(dir, "{quiet = true, hooks = {after_step = die_at(20)}}")
         assert.are_not.equal(0, code, out)
         os.remove(dir .. "/latest")
         assert.are.equal(base .. "/nopointer/ckpt-00000016.safetensors", trainer.latest_checkpoint(dir))
@@ -121,7 +123,7 @@ describe("resume", function()
 
     it("resumes from the command line with the run directory alone (config.lua + data/)", function()
         local dir = base .. "/cli"
-        local code, out = child(dir, "{quiet = true, die_after_step = 12}")
+        local code, out = child(dir, "{quiet = true, hooks = {after_step = die_at(12)}}")
         assert.are_not.equal(0, code, out)
         local exe = os.getenv("DGALUA") or "build/dgalua"
         local p = io.popen(string.format("%s %s/scripts/trainer.lua --resume %s --quiet 2>&1", exe,
