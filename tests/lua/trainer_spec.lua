@@ -156,8 +156,8 @@ describe("trainer", function()
         local out = p:read("a")
         local ok = p:close()
         assert.is_true(ok, out)
-        assert.is_truthy(out:find("8", 1, true))
-        assert.is_truthy(out:lower():find("loss"), out)
+        -- the last update names the step out of the total and the loss
+        assert.is_truthy(out:find("tiny step 8/8 | loss %d+%.%d+"), out)
     end)
 
     it("draws the run's loss and weight figures with gnuplot", function()
@@ -236,11 +236,6 @@ describe("trainer", function()
     end)
 
     it("trains in distribution mode: weights over the basis sets, leaves mixed by P", function()
-        local ok = pcall(require, "policies.dga_dist")
-        if not ok then
-            pending("scripts/policies/dga_dist.lua is not there yet")
-            return
-        end
         local d = tmpdir("dist") .. "/run"
         local cfg = fixture.config(d, {dist = true, policy = {name = "dga_dist", beta = 0.5}})
         cfg.basis[1].histogram = dga.tensor{0.8, 0.0, 0.2}
@@ -297,9 +292,9 @@ describe("trainer", function()
 
     it("rejects bad configurations with clear messages", function()
         local d = fixture.data(7)
-        assert.has_error(function()
+        assert.error_matches(function()
             trainer.new(fixture.config(nil))
-        end)
+        end, "trainer: cfg.run_dir (the run directory) is required", 1, true)
         assert.error_matches(function()
             trainer.new(fixture.config(tmpdir("bad"), {checkpoint_every = 6}))
         end, "multiple of eval_every")
@@ -307,6 +302,98 @@ describe("trainer", function()
             trainer.new(fixture.config(tmpdir("bad"), {specific = {train = d.specific_train,
                                                                    heldout = dga.zeros(2, 5, "int32")}}))
         end, "specific.heldout: sequences of 5 tokens")
+    end)
+end)
+
+describe("trainer alignment rounds", function()
+    local align = require "trainer.align"
+    local V, T, B = fixture.V, fixture.L - 1, 4
+    local data = fixture.data(7)
+    local model = dga.gpt{layers = 1, width = 16, heads = 2, context = T, vocab = V, batch = B, seed = 4}
+    local function batch(seqs, first)
+        return {trainer.rows_to_io(seqs, {first, first + 1, first + 2, first + 3})}
+    end
+    local target = batch(data.specific_train, 1)
+    local probes = {batch(data.domains[1], 1), false, batch(data.domains[2], 5), target}
+    local function round(normalize, lr_scale, lr)
+        return align.round(model, target, probes, 4, {method = "exact", normalize = normalize,
+                                                      lr_scale = lr_scale}, lr)
+    end
+    local raw = round("none")
+
+    it("gives the raw inner products with normalize = none, 0 where there is no probe", function()
+        local r = dga.align(model, target[1], target[2], {probes[1], probes[3], probes[4]})
+        model:zero_grad()
+        assert.are.same({r.dot[1], 0, r.dot[2], r.dot[3]}, raw.align:totable())
+        assert.are.same({r.grad_norm[1], 0, r.grad_norm[2], r.grad_norm[3]}, raw.grad_norm:totable())
+        assert.are.equal(0, raw.loss[2])
+        -- the target batch against itself: <g_t, g_t> = |g_t|^2
+        assert.is_true(math.abs(raw.align[4] / raw.target_norm ^ 2 - 1) < 1e-4)
+    end)
+
+    it("divides by |g_i| |g_t| with normalize = cosine", function()
+        local r = round("cosine")
+        assert.is_true(math.abs(r.align[4] - 1) < 1e-4, "a batch against itself: cosine 1")
+        assert.are.equal(0, r.align[2])
+        for _, i in ipairs{1, 3} do
+            local expect = raw.align[i] / (raw.grad_norm[i] * raw.target_norm)
+            assert.is_true(math.abs(r.align[i] - expect) <= 1e-6 * math.abs(expect), tostring(i))
+            assert.is_true(math.abs(r.align[i]) <= 1 + 1e-6)
+        end
+    end)
+
+    it("divides by the mean norm of the probed components with normalize = mean_norm", function()
+        local r = round("mean_norm")
+        local mean = (raw.grad_norm[1] + raw.grad_norm[3] + raw.grad_norm[4]) / 3
+        for _, i in ipairs{1, 3, 4} do
+            local expect = raw.align[i] / mean
+            assert.is_true(math.abs(r.align[i] - expect) <= 1e-6 * math.abs(expect), tostring(i))
+        end
+        assert.are.equal(0, r.align[2])
+    end)
+
+    it("multiplies by the learning rate with lr_scale", function()
+        local lr = 0.25   -- a power of two: the product is exact
+        assert.are.same(raw.align:scale(lr):totable(), round("none", true, lr).align:totable())
+        local c, cl = round("cosine"), round("cosine", true, lr)
+        for i = 1, 4 do assert.are.equal(c.align[i] * lr, cl.align[i]) end
+    end)
+
+    it("refuses a normalisation the method cannot give", function()
+        local d = tmpdir("norm_fd")
+        assert.error_matches(function()
+            trainer.new(fixture.config(d, {align = {normalize = "cosine", method = "fd"}}))
+        end, 'needs per-domain gradient norms, which align.method = "fd" does not compute', 1, true)
+        assert.error_matches(function()
+            trainer.new(fixture.config(d, {align = {normalize = "cos"}}))
+        end, 'align.normalize = cos, expected "none", "cosine" or "mean_norm"', 1, true)
+    end)
+
+    it("takes a policy's own probe batches", function()
+        -- a DGA policy that probes domain 2 with domain 1's data and leaves domain 3 out
+        local calls = 0
+        package.preload["policies.probing_test"] = function()
+            local dga_policy = require "policies.dga"
+            local P = setmetatable({}, {__index = dga_policy})
+            P.__index = P
+            function P.new(opts)
+                return setmetatable({name = "probing_test", opts = dga_policy.options("probing_test", opts)}, P)
+            end
+            function P:probes(ctx)
+                calls = calls + 1
+                local p = ctx:probes()
+                return {p[1], p[1], false}
+            end
+            return P
+        end
+        local d = tmpdir("probing") .. "/run"
+        trainer.run(fixture.config(d, {steps = 8, policy = {name = "probing_test", eta = 1}}), {quiet = true})
+        assert.are.equal(1, calls)   -- one update, at step 4
+        local recs = csvlog.read_records(d .. "/alignments.csv")
+        assert.are.equal(3, #recs)
+        assert.are.equal(recs[1].align, recs[2].align)
+        assert.are.equal(recs[1].loss, recs[2].loss)
+        assert.are.same({0, 0, 0}, {recs[3].align, recs[3].loss, recs[3].grad_norm})
     end)
 end)
 
@@ -326,7 +413,8 @@ describe("dgalib.csvlog", function()
         assert.are.equal('a,"b"\nc', rows[1][2])
         assert.is_true(math.abs(tonumber(rows[2][3]) - 1 / 3) < 1e-8)
         assert.are.equal("", rows[3][2])
-        assert.has_error(function() log = csvlog.open(path, {"a"}); log:write{nope = 1} end)
+        assert.error_matches(function() log = csvlog.open(path, {"a"}); log:write{nope = 1} end,
+                             path .. ": no column 'nope'", 1, true)
     end)
 
     it("truncates after a step, dropping a torn last record", function()
