@@ -53,9 +53,11 @@
 --   dist      true: distribution reweighting over the basis histograms (P = their columns)
 --   policy    {name = "uniform"|"natural"|"importance"|"dga"|"dga_dist"|..., <options>}
 --   is_histogram  float32 k (the importance policy's histogram; ctx.is_histogram)
+--   eval_progress_min  the final evaluation prints a line per held-out set when they hold at
+--             least this many sequences in all (default 2048)
 --   align     {normalize = "none"|"cosine"|"mean_norm", method = "exact"|"fd"|"jvp", fd_eps,
 --             lr_scale = false (true: alignments times the current lr)}
--- Options (opts): resume, quiet, stop_at (a metrics step: stop there cleanly, with a
+-- Options (opts): resume, overwrite (replace a run already in run_dir), quiet, stop_at (a metrics step: stop there cleanly, with a
 -- checkpoint), hooks = {after_step = fn(step, run), before_pointer = fn(step, run)}.
 local config = require "trainer.config"
 local run = require "trainer.run"
@@ -88,6 +90,7 @@ local function main(args)
     local a = p:parse(args)
     if a.threads and dga.set_threads then dga.set_threads(a.threads) end
     local s = M.resume(a.resume, {steps = a.steps}, {quiet = a.quiet})
+    if s.note and a.quiet then io.stderr:write(s.note, "\n") end
     print(string.format("%s: step %d, specific loss %.4f, generic loss %s", s.name,
                         s.step or -1, s.specific_loss or 0 / 0,
                         s.generic_loss and string.format("%.4f", s.generic_loss) or "-"))

@@ -199,6 +199,12 @@ end
 local Log = {}
 Log.__index = Log
 
+-- A failed write or flush (a full disk) is an error naming the file: a log that silently
+-- loses rows cannot be resumed from.
+local function checked(path, ok, err)
+    if not ok then error(string.format("%s: cannot write: %s", path, tostring(err)), 3) end
+end
+
 -- Opens a log with the given columns. mode "w" (default) truncates and writes the header;
 -- mode "a" appends, and checks that an existing header equals `columns` (a resumed run must
 -- log the same columns) — an empty or missing file gets the header.
@@ -219,8 +225,8 @@ function M.open(path, columns, mode)
     local f, err = io.open(path, mode == "a" and "ab" or "wb")
     if not f then error("csvlog: cannot open " .. tostring(err), 2) end
     local self = setmetatable({path = path, file = f, columns = columns}, Log)
-    if need_header then f:write(M.format_record(columns)) end
-    f:flush()
+    if need_header then checked(path, f:write(M.format_record(columns))) end
+    checked(path, f:flush())
     return self
 end
 
@@ -240,25 +246,31 @@ function Log:write(rec)
         end
     end
     for j, c in ipairs(self.columns) do vals[j] = rec[c] end
-    self.file:write(M.format_record(vals, #self.columns))
+    checked(self.path, self.file:write(M.format_record(vals, #self.columns)))
 end
 
 function Log:write_list(values)
     if #values ~= #self.columns then
         error(string.format("%s: %d values for %d columns", self.path, #values, #self.columns), 2)
     end
-    self.file:write(M.format_record(values))
+    checked(self.path, self.file:write(M.format_record(values)))
 end
 
-function Log:flush() if self.file then self.file:flush() end end
+function Log:flush()
+    if self.file then checked(self.path, self.file:flush()) end
+end
 
-function Log:close()
+-- Closes the file (idempotent); a failure to write the last bytes is an error unless
+-- `quiet` (closing after another error, or from the garbage collector).
+function Log:close(quiet)
     if self.file then
-        self.file:close()
+        local f = self.file
         self.file = nil
+        local ok, err = f:close()
+        if not quiet then checked(self.path, ok, err) end
     end
 end
-Log.__close = Log.close
-Log.__gc = Log.close
+Log.__close = function(self) self:close(true) end
+Log.__gc = Log.__close
 
 return M

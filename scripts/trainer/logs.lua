@@ -132,13 +132,20 @@ end
 
 -- A line in events.log (things that happen once: a domain leaving the mixture).
 function Logs:event(msg)
-    local f = io.open(self.dir .. "/events.log", "a")
-    if f then f:write(msg, "\n"); f:close() end
+    local path = self.dir .. "/events.log"
+    local f, err = io.open(path, "a")
+    local ok = f and f:write(msg, "\n")
+    if f then
+        local closed, cerr = f:close()
+        ok, err = ok and closed, err or cerr
+    end
+    if not ok then error(string.format("%s: cannot write: %s", path, tostring(err)), 2) end
 end
 
-function Logs:close()
+-- Closes every log; a failed final write is an error unless `quiet` (after another error).
+function Logs:close(quiet)
     for _, key in ipairs{"metrics", "weights", "epochs", "align"} do
-        if self[key] then self[key]:close() end
+        if self[key] then self[key]:close(quiet) end
     end
 end
 

@@ -12,6 +12,7 @@ local logs = require "trainer.logs"
 local checkpoint = require "trainer.checkpoint"
 local rundir = require "trainer.rundir"
 local runinfo = require "dgalib.runinfo"
+local csvlog = require "dgalib.csvlog"
 
 local M = {}
 
@@ -19,7 +20,8 @@ local Run = {}
 Run.__index = Run
 M.Run = Run
 
--- A run from cfg (filled with the defaults and checked). opts: resume, quiet, stop_at (stop
+-- A run from cfg (filled with the defaults and checked). opts: resume, overwrite (start
+-- afresh in a directory that holds a run), quiet, stop_at (stop
 -- cleanly at that metrics step, with a checkpoint), hooks = {after_step = fn(step, run),
 -- before_pointer = fn(step, run)} (called after each step, and between writing a checkpoint
 -- and pointing "latest" at it: the crash tests end the process there).
@@ -104,13 +106,30 @@ function Run:align_round()
     return self.last_align
 end
 
-function Run:evaluate()
+-- The held-out losses: {specific=, generic=, basis = {[j] = loss}}. With `announce` (the
+-- final evaluation), a long one says on stderr which set it has evaluated.
+function Run:evaluate(announce)
     local b, data = self.cfg.eval_batch, self.data
-    local out = {specific = sources.eval_seqs(self.model, data.spec_heldout, b), basis = {}}
-    if data.generic_heldout then out.generic = sources.eval_seqs(self.model, data.generic_heldout, b) end
+    local sets = {{"specific", data.spec_heldout}}
+    if data.generic_heldout then sets[#sets + 1] = {"generic", data.generic_heldout} end
     for j in ipairs(data.basis) do
-        local seqs = data.basis_eval[j]
-        if seqs then out.basis[j] = sources.eval_seqs(self.model, seqs, b) end
+        if data.basis_eval[j] then sets[#sets + 1] = {j, data.basis_eval[j]} end
+    end
+    local total = 0
+    for _, set in ipairs(sets) do total = total + set[2]:shape()[1] end
+    local say = announce and not self.opts.quiet and self.cfg.progress
+                and total >= (self.cfg.eval_progress_min or 2048)
+    local out = {basis = {}}
+    for i, set in ipairs(sets) do
+        local key, seqs = set[1], set[2]
+        local loss = sources.eval_seqs(self.model, seqs, b)
+        if type(key) == "number" then out.basis[key] = loss else out[key] = loss end
+        if say then
+            local what = type(key) == "number" and ("basis " .. key .. " (" .. self.data.basis[key].name .. ")")
+                         or key
+            io.stderr:write(string.format("%s: final evaluation %d/%d: %s, %d sequences: loss %.4f\n",
+                                          self.cfg.name, i, #sets, what, seqs:shape()[1], loss))
+        end
     end
     return out
 end
@@ -153,6 +172,12 @@ end
 
 -- A fresh run: the config, the logs, the initial weights and the step-0 metrics row.
 function Run:start_fresh()
+    if rundir.holds_run(self.dir) and not self.opts.overwrite then
+        error(string.format("trainer: %s already holds a run (a checkpoint or metrics.csv): resume it "
+                            .. "(opts.resume, scripts/trainer.lua --resume) or set opts.overwrite "
+                            .. "(--overwrite) to replace it", self.dir), 0)
+    end
+    rundir.remove_tmp(self.dir)
     rundir.clear_checkpoints(self.dir)
     rundir.save_config(self.dir, self.cfg)
     self.logs = logs.open(self.dir, self.data.basis, "w")
@@ -208,7 +233,13 @@ function Run:train()
     self.t_start = runinfo.now()
     self.elapsed_before = 0
     self.step = 0
+    -- One writer per run directory: a second process fails here, naming this one's pid.
+    self.lock = dga.lock(self.dir .. "/.lock")
+    -- On an error the logs are closed and the lock released at once, without raising again
+    -- over the error.
+    local _ <close> = setmetatable({}, {__close = function(_, err) if err then self:close(true) end end})
     local start = self.opts.resume and self:start_resume() or self:start_fresh()
+    if start >= cfg.steps then return self:finished(start) end
     self.logs:domains(self.space:domain_rows())
 
     local tokens_per_step = cfg.batch * (self.src.seq_len - 1)
@@ -241,7 +272,7 @@ function Run:train()
 
         local stop = false
         if step % cfg.eval_every == 0 or step == cfg.steps then
-            local ev = self:evaluate()
+            local ev = self:evaluate(step == cfg.steps)
             self:write_metrics(step, step * tokens_per_step, lr, sum_loss / n_acc, sum_norm / n_acc, ev)
             self.logs:epoch_rows(step, sampler, self.src.k, cfg.sparse_k)
             last.eval = ev
@@ -263,6 +294,29 @@ function Run:train()
     if prog and prog.finish then prog:finish() end
     self:close()
     return self:summary(last)
+end
+
+-- A resumed run with nothing left to train (its checkpoint is at or past cfg.steps): its
+-- summary from the checkpoint and the last metrics row, which say where it is.
+function Run:finished(step)
+    self:close()
+    self.step = step
+    local ev = {basis = {}}
+    local recs = csvlog.read_records(self.dir .. "/metrics.csv") or {}
+    local row = recs[#recs]
+    if row and row.step == step then
+        local function num(v) return type(v) == "number" and v or nil end
+        ev.specific, ev.generic = num(row.specific_loss), num(row.generic_loss)
+        for key, v in pairs(row) do
+            local j = key:match("^basis_(%d+)_loss$")
+            if j then ev.basis[tonumber(j)] = num(v) end
+        end
+    end
+    local s = self:summary({eval = ev})
+    s.note = string.format("%s: the run is already at step %d (asked for %d): nothing to train",
+                           self.cfg.name, step, self.cfg.steps)
+    if not self.opts.quiet then io.stderr:write(s.note, "\n") end
+    return s
 end
 
 function Run:summary(last)
@@ -297,8 +351,11 @@ function Run:report_capped(step)
     self.n_capped = n
 end
 
-function Run:close()
-    if self.logs then self.logs:close() end
+function Run:close(quiet)
+    local ok, err = true, nil
+    if self.logs then ok, err = pcall(self.logs.close, self.logs, quiet) end
+    if self.lock then self.lock:release() end
+    if not ok then error(err, 0) end
 end
 
 function M.run(cfg, opts)

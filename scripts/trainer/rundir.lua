@@ -54,11 +54,34 @@ function M.clear_checkpoints(dir)
     os.remove(dir .. "/latest")
 end
 
--- Removes the leftovers of saves interrupted by a crash (*.tmp.<pid>).
+-- This process's id (the first field of /proc/self/stat).
+local function own_pid()
+    local stat = runinfo.read_file("/proc/self/stat")
+    return stat and math.tointeger(tonumber(stat:match("^(%d+)")))
+end
+
+-- Whether process pid still runs (a zombie has finished: it only waits for its parent).
+local function pid_alive(pid)
+    local stat = runinfo.read_file("/proc/" .. pid .. "/stat")
+    if not stat then return false end
+    local state = stat:match("^%d+ %b() (%a)")
+    return state ~= "Z" and state ~= "X"
+end
+
+-- Removes the leftovers of saves interrupted by a crash (*.tmp.<pid>) whose writer is gone.
+-- A file of a process that still runs may be a save in progress and is left alone; this
+-- process's own ones are leftovers too, as it starts writing only after this call.
 function M.remove_tmp(dir)
+    local me = own_pid()
     for _, name in ipairs(runinfo.list(dir)) do
-        if name:match("%.tmp%.%d+$") then os.remove(dir .. "/" .. name) end
+        local pid = math.tointeger(tonumber(name:match("%.tmp%.(%d+)$")))
+        if pid and (pid == me or not pid_alive(pid)) then os.remove(dir .. "/" .. name) end
     end
+end
+
+-- Whether dir holds (part of) a run: a checkpoint or a metrics log.
+function M.holds_run(dir)
+    return M.list_checkpoints(dir)[1] ~= nil or runinfo.exists(dir .. "/metrics.csv")
 end
 
 -- ---- config.lua and data/ -------------------------------------------------------------

@@ -77,3 +77,21 @@ describe("csvlog.read", function()
         h.raises(path .. ":3: carriage return", csvlog.truncate_after, path, "step", 0)
     end)
 end)
+
+describe("csvlog writing", function()
+    it("raises on a failed write or flush, naming the file (a full disk: /dev/full)", function()
+        h.raises("/dev/full: cannot write: No space left on device", csvlog.open, "/dev/full", {"step", "loss"})
+        -- a disk that fills up after the header: the log's file is swapped for /dev/full
+        local d = h.tmpdir()
+        finally(function() h.rm(d) end)
+        local log = csvlog.open(d .. "/m.csv", {"step"})
+        log.file:close()
+        log.file = assert(io.open("/dev/full", "wb"))
+        log.path = "/dev/full"
+        log:write_list{1}
+        h.raises("/dev/full: cannot write: No space left on device", log.flush, log)
+        log:write{step = 2}
+        h.raises("/dev/full: cannot write: No space left on device", log.close, log)
+        log:close()   -- idempotent once closed
+    end)
+end)

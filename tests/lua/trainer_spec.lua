@@ -147,7 +147,8 @@ describe("trainer", function()
         local f = assert(io.open(script, "w"))
         f:write(string.format([[
             package.path = %q .. "/?.lua;" .. package.path
-            local cfg = require("trainer_fixture").config(%q, {steps = 8, progress = true})
+            local cfg = require("trainer_fixture").config(%q, {steps = 8, progress = true,
+                                                               eval_progress_min = 0})
             require("trainer").run(cfg)
         ]], here, d .. "/run"))
         f:close()
@@ -158,6 +159,15 @@ describe("trainer", function()
         assert.is_true(ok, out)
         -- the last update names the step out of the total and the loss
         assert.is_truthy(out:find("tiny step 8/8 | loss %d+%.%d+"), out)
+        -- the final evaluation (long, with eval_progress_min = 0) says what it has evaluated
+        for i, what in ipairs{"specific, 8 sequences", "generic, 9 sequences", "basis 1 (count), 4 sequences",
+                              "basis 2 (random), 4 sequences"} do
+            local line = string.format("tiny: final evaluation %d/4: %s: loss ", i, what)
+            assert.is_truthy(out:find(line, 1, true), line .. " not in " .. out)
+        end
+        -- and only the final one
+        local _, n = out:gsub("final evaluation 1/4", "")
+        assert.are.equal(1, n, out)
     end)
 
     it("draws the run's loss and weight figures with gnuplot", function()
@@ -302,6 +312,125 @@ describe("trainer", function()
             trainer.new(fixture.config(tmpdir("bad"), {specific = {train = d.specific_train,
                                                                    heldout = dga.zeros(2, 5, "int32")}}))
         end, "specific.heldout: sequences of 5 tokens")
+    end)
+end)
+
+describe("trainer run directories", function()
+    it("refuses to start over a run unless told to overwrite it", function()
+        local d = tmpdir("overwrite") .. "/run"
+        trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
+        local before = runinfo.read_file(d .. "/metrics.csv")
+        assert.error_matches(function()
+            trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
+        end, d .. " already holds a run (a checkpoint or metrics.csv): resume it", 1, true)
+        assert.are.equal(before, runinfo.read_file(d .. "/metrics.csv"))
+        assert.is_not_nil(trainer.latest_checkpoint(d))
+        -- a metrics log alone (a run killed before its first checkpoint) is a run too
+        local d2 = tmpdir("overwrite2")
+        runinfo.write_atomic(d2 .. "/metrics.csv", "step\r\n0\r\n")
+        assert.error_matches(function()
+            trainer.run(fixture.config(d2, {steps = 4}), {quiet = true})
+        end, "already holds a run", 1, true)
+        -- overwrite = true starts afresh
+        local s = trainer.run(fixture.config(d, {steps = 8}), {quiet = true, overwrite = true})
+        assert.are.equal(8, s.step)
+        local _, rows = csvlog.read(d .. "/metrics.csv")
+        assert.are.equal(3, #rows)
+    end)
+
+    it("has one writer: a second one fails at once, naming the holder's pid", function()
+        local d = tmpdir("locked") .. "/run"
+        runinfo.mkdir_p(d)
+        local me = math.tointeger(tonumber(runinfo.read_file("/proc/self/stat"):match("^(%d+)")))
+        local lock = dga.lock(d .. "/.lock")
+        assert.error_matches(function()
+            trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
+        end, d .. "/.lock: locked by process " .. me, 1, true)
+        assert.is_false(runinfo.exists(d .. "/metrics.csv"))
+        lock:release()
+        -- the run holds the lock while it trains, and releases it at the end
+        local seen
+        trainer.run(fixture.config(d, {steps = 4}), {quiet = true, hooks = {after_step = function()
+            seen = select(2, pcall(dga.lock, d .. "/.lock"))
+        end}})
+        assert.matches("locked by process " .. me, seen, 1, true)
+        dga.lock(d .. "/.lock"):release()
+        -- and on an error too (a resume that asks for a checkpoint of another model)
+        assert.error_matches(function()
+            trainer.run(fixture.config(d, {model = {layers = 2, width = 16, heads = 2}}), {quiet = true, resume = true})
+        end, "config mismatch: file has n_layer=1, model has n_layer=2", 1, true)
+        dga.lock(d .. "/.lock"):release()
+    end)
+
+    it("sees the lock of another process, which the kernel drops when it dies", function()
+        local d = tmpdir("locked_child")
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local script = d .. "/hold.lua"
+        runinfo.write_atomic(script, string.format([[
+            local lock = dga.lock(%q)
+            local f = io.open(%q, "w"); f:write("held\n"); f:close()
+            io.read("l")   -- until the parent closes the pipe, or kills this process
+            lock:release()
+        ]], d .. "/run/.lock", d .. "/held"))
+        runinfo.mkdir_p(d .. "/run")
+        local p = io.popen(string.format("exec %s %s > %s/out 2>&1", exe, script, d), "w")
+        local pid
+        finally(function()
+            if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+            p:close()
+        end)
+        -- wait for the child to hold the lock (it says so in a file)
+        while not runinfo.exists(d .. "/held") do os.execute("sleep 0.01") end
+        pid = math.tointeger(tonumber(runinfo.read_file(d .. "/run/.lock"):match("^(%d+)")))
+        assert.is_not_nil(pid)
+        assert.error_matches(function()
+            trainer.run(fixture.config(d .. "/run", {steps = 4}), {quiet = true})
+        end, "locked by process " .. pid .. ", which is writing there", 1, true)
+        os.execute("kill -9 " .. pid)
+        p:close()
+        p = io.popen("true", "w")
+        pid = nil
+        local s = trainer.run(fixture.config(d .. "/run", {steps = 4}), {quiet = true})
+        assert.are.equal(4, s.step)
+    end)
+
+    it("locks the output of tokenize.lua and build_store.lua", function()
+        local d = tmpdir("tool_locks")
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local root = runinfo.repo_root()
+        local me = math.tointeger(tonumber(runinfo.read_file("/proc/self/stat"):match("^(%d+)")))
+        for _, t in ipairs{{"tokenize.lua --corpus x --tokenizer x --out " .. d .. "/shard.bin", d .. "/shard.bin.lock"},
+                           {"build_store.lua x --out " .. d .. "/store/", d .. "/store.lock"}} do
+            local lock = dga.lock(t[2])
+            local p = io.popen(string.format("%s %s/scripts/%s 2>&1", exe, root, t[1]))
+            local out = p:read("a")
+            local ok = p:close()
+            lock:release()
+            assert.is_falsy(ok, out)
+            assert.is_truthy(out:find(t[2] .. ": locked by process " .. me, 1, true), out)
+        end
+    end)
+end)
+
+describe("dga.lock", function()
+    it("is released once, by release, __close or the collector", function()
+        local path = tmpdir("lockobj") .. "/x.lock"
+        local l = dga.lock(path)
+        assert.is_true(l:held())
+        assert.are.equal("dga.lock (" .. path .. ")", tostring(l))
+        l:release()
+        l:release()
+        assert.is_false(l:held())
+        assert.are.equal("dga.lock (released)", tostring(l))
+        do
+            local l2 <close> = dga.lock(path)   -- luacheck: no unused
+            assert.has_error(function() dga.lock(path) end)
+        end
+        dga.lock(path)   -- dropped: the collector releases it
+        collectgarbage("collect")
+        dga.lock(path):release()
+        assert.error_matches(function() dga.lock(tmpdir("lockobj") .. "/no/such/dir/x.lock") end,
+                             "x.lock: cannot open the lock file: No such file or directory", 1, true)
     end)
 end)
 
