@@ -224,10 +224,14 @@ function M.open(path, columns, mode)
     end
     local f, err = io.open(path, mode == "a" and "ab" or "wb")
     if not f then error("csvlog: cannot open " .. tostring(err), 2) end
-    local self = setmetatable({path = path, file = f, columns = columns}, Log)
-    if need_header then checked(path, f:write(M.format_record(columns))) end
-    checked(path, f:flush())
-    return self
+    local ok, werr = true, nil
+    if need_header then ok, werr = f:write(M.format_record(columns)) end
+    if ok then ok, werr = f:flush() end
+    if not ok then
+        f:close()
+        checked(path, nil, werr)
+    end
+    return setmetatable({path = path, file = f, columns = columns}, Log)
 end
 
 -- Writes one record given as {column = value}; unknown keys are an error (a typo would
