@@ -44,15 +44,18 @@
 --   ctx.names         component names (optional)
 --   ctx.options       the policy's configuration table
 --   ctx:align()       one alignment round at the current parameters: ctx:target(), and
---                     the policy's probes(ctx) or else ctx:probes(); returns {align=, loss=,
+--                     the policy's probes(ctx) or else ctx:probes(); returns {align=, dot=, loss=,
 --                     grad_norm= (float32 ctx.k), target_norm=, target_loss=}; components
 --                     without data get align = 0. align is the raw <g_i, g_t> unless the
---                     trainer's `align` config normalises it (cosine, mean_norm, lr scaling).
+--                     trainer's `align` config normalises it (cosine, mean_norm, lr scaling);
+--                     dot (float32 ctx.k) always holds the raw products.
 --   ctx:probes([n])   the mixture space's probe batches: for component j, n sequences
 --                     (default: the align batch) drawn from domain j, or from p_j in
 --                     distribution mode; false where there is no data. They come from the
 --                     sampler's probe generator and are not training draws.
+--   ctx:probe(j, [n]) the same for component j alone, as inputs, targets (nil without data)
 --   ctx:target([n])   a fresh target batch {inputs, targets} from the specific training set
+--   ctx.model         the model being trained (read it; a policy must not step it)
 --   ctx.log(fields)   extra columns for the alignment log (also callable as ctx:log(fields))
 local M = {}
 

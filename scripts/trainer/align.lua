@@ -7,10 +7,12 @@
 --   lr_scale  = true         times the current learning rate
 local M = {}
 
--- r (a dga.align result) with r.align rescaled in place; "none" without lr leaves it as is.
+-- r (a dga.align result) with r.align rescaled from the raw r.dot; "none" without lr leaves it
+-- as is.
 function M.normalize(r, mode, lr)
+    r.dot = r.dot or r.align
     if mode == "none" and not lr then return r end
-    local a, g, k = r.align:clone(), r.grad_norm, #r.align
+    local a, g, k = r.dot:clone(), r.grad_norm, #r.align
     local sum = 0
     for i = 1, k do sum = sum + g[i] end
     local mean = sum / k
@@ -25,8 +27,8 @@ end
 
 -- The alignment of each of K components with the target batch {inputs, targets}, at the
 -- model's current parameters. probes[j] is component j's batch, or false when it has no data
--- (its alignment, loss and norm are 0). `ac` is the trainer's align config; lr the current
--- learning rate. Clobbers the model's gradients.
+-- (its alignment, loss and norm are 0); `dot` keeps the raw inner products. `ac` is the
+-- trainer's align config; lr the current learning rate. Clobbers the model's gradients.
 function M.round(model, target, probes, K, ac, lr)
     local present, map = {}, {}
     for j = 1, K do
@@ -39,10 +41,11 @@ function M.round(model, target, probes, K, ac, lr)
     model:zero_grad()
     r = M.normalize(r, ac.normalize, ac.lr_scale and lr or nil)
     if #present ~= K then
-        local full = {align = dga.zeros(K), loss = dga.zeros(K), grad_norm = dga.zeros(K),
-                      target_norm = r.target_norm, target_loss = r.target_loss}
+        local full = {align = dga.zeros(K), dot = dga.zeros(K), loss = dga.zeros(K),
+                      grad_norm = dga.zeros(K), target_norm = r.target_norm, target_loss = r.target_loss}
         for i, j in pairs(map) do
             full.align[j] = r.align[i]
+            full.dot[j] = r.dot[i]
             full.loss[j] = r.loss[i]
             full.grad_norm[j] = r.grad_norm[i]
         end

@@ -83,6 +83,8 @@ function Run:make_ctx()
         local fields = (a == ctx) and b or a
         for key, v in pairs(fields) do ctx.pending_log[key] = v end
     end
+    ctx.model = self.model
+    function ctx.probe(_, j, n) return space:probe(j, n or run.align_batch) end
     function ctx.probes(_, n) return space:probes(n or run.align_batch) end
     function ctx.target(_, n) return {sources.random_rows(run.data.spec_train, n or run.align_batch, run.rng)} end
     function ctx.align(_) return run:align_round() end

@@ -6,6 +6,7 @@
 -- The loop asks the space, never the mode:
 --   space.K, space.names, space.sizes (float32 K), space.basis (dga.basis P or nil)
 --   space:mix(w)            -> the leaf weights for the sampler
+--   space:probe(j, n)       -> n sequences of component j as (inputs, targets), nil without data
 --   space:probes(n)         -> one probe batch {inputs, targets} per component, false for a
 --                              component without data (its alignment is 0)
 --   space:epochs()          -> float32 K: epochs started per component
@@ -41,19 +42,13 @@ end
 
 function Leaves:mix(w) return w end
 
-function Leaves:probes(n)
-    local out = {}
-    for j = 1, self.K do
-        out[j] = false
-        if self.budget[j] > 0 then
-            local indices = self.sampler:draw_from(j, n)
-            local ids = {}
-            for b = 1, n do ids[b] = j end
-            local inputs, targets = self.src.gather(dga.tensor(ids, "int32"), indices)
-            out[j] = {inputs, targets}
-        end
-    end
-    return out
+-- n sequences of domain j (inputs, targets), or nil when j has no data.
+function Leaves:probe(j, n)
+    if self.budget[j] <= 0 then return nil end
+    local indices = self.sampler:draw_from(j, n)
+    local ids = {}
+    for b = 1, n do ids[b] = j end
+    return self.src.gather(dga.tensor(ids, "int32"), indices)
 end
 
 function Leaves:epochs()
@@ -101,13 +96,11 @@ end
 
 function Basis:mix(w) return self.basis:mix(w) end
 
-function Basis:probes(n)
-    local out = {}
-    for j = 1, self.K do
-        local domains, indices = self.basis:draw(j, n, self.sampler)
-        out[j] = indices and {self.src.gather(domains, indices)} or false
-    end
-    return out
+-- n sequences drawn from p_j (inputs, targets), or nil when p_j has no data.
+function Basis:probe(j, n)
+    local domains, indices = self.basis:draw(j, n, self.sampler)
+    if not indices then return nil end
+    return self.src.gather(domains, indices)
 end
 
 -- Per basis: the histogram-weighted mean of the leaves' epochs.
@@ -135,6 +128,18 @@ end
 function Basis:leaf_name(d) return self.src.names and self.src.names[d] or tostring(d) end
 
 -- The space cfg asks for: basis distributions when cfg.dist is set, else the leaf domains.
+-- One probe batch per component, in component order (the sampler's probe generator draws
+-- them in that order, so a run is reproducible).
+local function probes(self, n)
+    local out = {}
+    for j = 1, self.K do
+        local inputs, targets = self:probe(j, n)
+        out[j] = inputs and {inputs, targets} or false
+    end
+    return out
+end
+Leaves.probes, Basis.probes = probes, probes
+
 function M.new(cfg, data, sampler)
     if cfg.dist then return new_basis(cfg, data, sampler) end
     return new_leaves(cfg, data, sampler)

@@ -462,6 +462,7 @@ describe("trainer alignment rounds", function()
 
     it("divides by |g_i| |g_t| with normalize = cosine", function()
         local r = round("cosine")
+        assert.are.same(raw.align:totable(), r.dot:totable())   -- the raw products stay
         assert.is_true(math.abs(r.align[4] - 1) < 1e-4, "a batch against itself: cosine 1")
         assert.are.equal(0, r.align[2])
         for _, i in ipairs{1, 3} do
@@ -500,7 +501,7 @@ describe("trainer alignment rounds", function()
 
     it("takes a policy's own probe batches", function()
         -- a DGA policy that probes domain 2 with domain 1's data and leaves domain 3 out
-        local calls = 0
+        local calls, run_model = 0, nil
         package.preload["policies.probing_test"] = function()
             local dga_policy = require "policies.dga"
             local P = setmetatable({}, {__index = dga_policy})
@@ -510,13 +511,21 @@ describe("trainer alignment rounds", function()
             end
             function P:probes(ctx)
                 calls = calls + 1
+                -- what a policy can use: the model, and a batch of any component
+                assert.are.equal(run_model(), ctx.model)
+                local x, y = ctx:probe(3, 2)
+                assert.are.same({2, fixture.L - 1}, x:shape())
+                assert.are.same({2, fixture.L - 1}, y:shape())
                 local p = ctx:probes()
                 return {p[1], p[1], false}
             end
             return P
         end
         local d = tmpdir("probing") .. "/run"
-        trainer.run(fixture.config(d, {steps = 8, policy = {name = "probing_test", eta = 1}}), {quiet = true})
+        local run = trainer.new(fixture.config(d, {steps = 8, policy = {name = "probing_test", eta = 1}}),
+                                {quiet = true})
+        function run_model() return run.model end
+        run:train()
         assert.are.equal(1, calls)   -- one update, at step 4
         local recs = csvlog.read_records(d .. "/alignments.csv")
         assert.are.equal(3, #recs)
