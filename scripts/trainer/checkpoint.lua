@@ -1,23 +1,28 @@
 -- The checkpoint schema of a run: everything a resume needs, in one safetensors file
--- written by the core (dga.save_checkpoint: temporary name, fsync, rename).
+-- written by the core (dga.save_checkpoint: temporary name, fsync, rename). Names as they
+-- are in the file (the binding adds the extra./blob./user./user_number. prefixes):
 --
---   the core's entries     the model's parameters under Hugging Face's GPT-2 names, the
---                          AdamW moments and step, the config (core/checkpoint.h)
---   blobs                  sampler   the sampler's state (permutations, positions, caps)
---                          rng       the generator of the alignment's target batches
---   tensors                weights       float32 K: the policy's weights now applied
---                          policy.<key>  a tensor of the policy's state
---                          history.<i>   float32 K: the i-th weights applied (i = 1..history)
---   meta (strings)         step          integer, the last step trained
---                          name          the run's name
---                          policy        the policy's registry name
---                          elapsed       float, seconds of training before this save
---                          history       integer, number of history.<i> tensors
---                          policy.<key>  a plain value of the policy's state, type-tagged:
---                                        "i:<integer>", "f:<%a float>", "b:true|false",
---                                        "s:<string>", so a restore gives back the same value
+--   the core's entries        transformer.* (the model under Hugging Face's GPT-2 names),
+--                             optimizer.m.* / optimizer.v.* (AdamW moments) and the
+--                             metadata the core writes (GPT2Config keys, dgalua.format,
+--                             dgalua.crc32, optimizer.steps, optimizer.lr, ...:
+--                             core/checkpoint.h)
+--   blob.sampler              U8: the sampler's state (permutations, positions, caps)
+--   blob.rng                  U8: the generator of the alignment's target batches
+--   extra.weights             F32 [K]: the policy's weights now applied
+--   extra.policy.<key>        F32/I32: a tensor of the policy's state
+--   extra.history.<i>         F32 [K]: the i-th weights applied, i = 1..history
+--   user_number.step          integer: the last step trained
+--   user.name                 string: the run's name
+--   user.policy               string: the policy's registry name
+--   user_number.elapsed       float: seconds of training before this save
+--   user_number.history       integer: the number of extra.history.<i> tensors
+--   user.policy.<key>         a plain value of the policy's state, type-tagged as a string:
+--                             "i:<integer>", "f:<%a float>", "b:true|false", "s:<string>",
+--                             so a restore gives back the same Lua value
 -- A policy's state is its own state()/set_state() when it has them, else its string-keyed
--- tensors and numbers, strings and booleans.
+-- tensors and numbers, strings and booleans. Through the binding (dga.load_checkpoint) the
+-- prefixes are gone: ck.tensors.weights, ck.blobs.sampler, ck.meta.step, ...
 local M = {}
 
 local function is_tensor(v)

@@ -412,6 +412,44 @@ describe("trainer run directories", function()
     end)
 end)
 
+describe("trainer checkpoints", function()
+    it("give back the policy's plain values with their types, its tensors and the history", function()
+        local checkpoint = require "trainer.checkpoint"
+        local path = tmpdir("ckschema") .. "/c.safetensors"
+        local function parts()
+            local model = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 2, seed = 1}
+            return model, dga.adamw(model, {lr = 1e-3}), dga.sampler({4, 4}, {seed = 1}), dga.rng(2)
+        end
+        local model, opt, sampler, rng = parts()
+        -- a policy without state()/set_state(): its fields are scraped
+        local policy = {name = "plain", count = 3, scale = 0.1, on = true, off = false, label = "x:y",
+                        alpha = dga.tensor{0.25, 0.75}, skipped = {1, 2}}
+        local history = {dga.tensor{0.5, 0.5}, dga.tensor{0.25, 0.75}}
+        checkpoint.save(path, {step = 12, name = "n", policy_name = "plain", elapsed = 1.5, model = model,
+                               optimizer = opt, weights = history[2], policy = policy, history = history,
+                               sampler = sampler, rng = rng})
+        local m2, o2 = parts()
+        local restored = {}
+        local ck = checkpoint.load(path, {model = m2, optimizer = o2, policy = restored})
+        assert.are.equal(12, ck.step)
+        assert.are.equal(1.5, ck.elapsed)
+        assert.are.same({0.25, 0.75}, ck.weights:totable())
+        assert.are.equal(2, #ck.history)
+        assert.are.same({0.5, 0.5}, ck.history[1]:totable())
+        assert.are.equal("string", type(ck.sampler))
+        assert.are.equal("string", type(ck.rng))
+        assert.are.equal(math.type(3), math.type(restored.count))
+        assert.are.equal(3, restored.count)
+        assert.are.equal(0.1, restored.scale)
+        assert.are.equal(true, restored.on)
+        assert.are.equal(false, restored.off)
+        assert.are.equal("x:y", restored.label)
+        assert.are.equal("plain", restored.name)
+        assert.are.same({0.25, 0.75}, restored.alpha:totable())
+        assert.is_nil(restored.skipped)
+    end)
+end)
+
 describe("dga.lock", function()
     it("is released once, by release, __close or the collector", function()
         local path = tmpdir("lockobj") .. "/x.lock"
