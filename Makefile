@@ -2,6 +2,7 @@
 #   make            release build: build/libdga.a, build/dga.so, ./dgalua
 #   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
 #   make bench      benchmarks (never part of the tests)
+#   make lint       luacheck over the Lua (.luacheckrc)
 #   make deps       install the Debian packages we need (apt-get)
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
 
@@ -82,6 +83,11 @@ bench: all $(BENCHES)
 
 fuzz:
 	@fuzz/run
+
+# Lua lint, configured in .luacheckrc: the scripts, experiments, tests and benchmarks.
+.PHONY: lint
+lint:
+	@luacheck -q scripts experiments tests bench
 
 data:
 	@scripts/make_data.sh
