@@ -5,7 +5,9 @@
  * reference on it. */
 #include "dgal.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 int dgal_error(lua_State *L, dga_status st)
@@ -58,6 +60,121 @@ void dgal_check_keys(lua_State *L, int idx, const char *const *allowed, const ch
         luaL_argerror(L, idx, lua_pushfstring(L, "unknown %s '%s' (expected %s)", what, key,
                                               lua_tostring(L, -1)));
     }
+}
+
+/* The option's value on the stack top, or 0 (nothing pushed) when the table or the field is
+ * absent. */
+static int push_opt(lua_State *L, int arg, const char *name)
+{
+    if (lua_isnoneornil(L, arg)) return 0;
+    luaL_checktype(L, arg, LUA_TTABLE);
+    if (lua_getfield(L, arg, name) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+    return 0;
+}
+
+static int opt_error(lua_State *L, int arg, const char *name, const char *expected)
+{
+    const char *got = lua_type(L, -1) == LUA_TNUMBER ? luaL_tolstring(L, -1, NULL)
+                      : lua_type(L, -1) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -1))
+                                                       : luaL_typename(L, -1);
+    return luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' must be %s, got %s", name,
+                                                 expected, got));
+}
+
+static const char *int_range(lua_State *L, lua_Integer lo, lua_Integer hi)
+{
+    if (lo == LUA_MININTEGER && hi == LUA_MAXINTEGER) return "an integer";
+    if (hi == LUA_MAXINTEGER || hi == INT_MAX) return lua_pushfstring(L, "an integer >= %I", lo);
+    return lua_pushfstring(L, "an integer in [%I, %I]", lo, hi);
+}
+
+static lua_Integer check_int(lua_State *L, int arg, const char *name, lua_Integer lo,
+                             lua_Integer hi)
+{
+    int isint = 0;
+    lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
+    if (!isint || v < lo || v > hi) {
+        const char *want = int_range(L, lo, hi);
+        lua_pushvalue(L, -2);   /* the value back on top for the message */
+        opt_error(L, arg, name, want);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+lua_Integer dgal_opt_int(lua_State *L, int arg, const char *name, lua_Integer def,
+                         lua_Integer lo, lua_Integer hi)
+{
+    return push_opt(L, arg, name) ? check_int(L, arg, name, lo, hi) : def;
+}
+
+lua_Integer dgal_need_int(lua_State *L, int arg, const char *name, lua_Integer lo,
+                          lua_Integer hi)
+{
+    luaL_checktype(L, arg, LUA_TTABLE);
+    if (!push_opt(L, arg, name))
+        luaL_argerror(L, arg, lua_pushfstring(L, "missing option '%s' (%s)", name,
+                                              int_range(L, lo, hi)));
+    return check_int(L, arg, name, lo, hi);
+}
+
+double dgal_opt_num(lua_State *L, int arg, const char *name, double def, double lo, double hi,
+                    int open)
+{
+    if (!push_opt(L, arg, name)) return def;
+    double v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : NAN;
+    int ok = isfinite(v) && ((open & DGAL_LO_OPEN) ? v > lo : v >= lo) &&
+             ((open & DGAL_HI_OPEN) ? v < hi : v <= hi);
+    if (!ok) {
+        char want[96];
+        if (lo == -HUGE_VAL && hi == HUGE_VAL) snprintf(want, sizeof want, "a finite number");
+        else if (hi == HUGE_VAL)
+            snprintf(want, sizeof want, "a number %s %g", (open & DGAL_LO_OPEN) ? ">" : ">=", lo);
+        else
+            snprintf(want, sizeof want, "a number in %c%g, %g%c", (open & DGAL_LO_OPEN) ? '(' : '[',
+                     lo, hi, (open & DGAL_HI_OPEN) ? ')' : ']');
+        opt_error(L, arg, name, want);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+const char *dgal_opt_str(lua_State *L, int arg, const char *name, const char *def,
+                         const char *const *choices)
+{
+    if (!push_opt(L, arg, name)) return def;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        const char *v = lua_tostring(L, -1);
+        int ok = !choices;
+        for (const char *const *c = choices; c && *c && !ok; c++) ok = strcmp(v, *c) == 0;
+        if (ok) {
+            lua_pop(L, 1);   /* still referenced by the options table */
+            return v;
+        }
+    }
+    if (!choices) opt_error(L, arg, name, "a string");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "one of ");
+    for (const char *const *c = choices; *c; c++) {
+        if (c != choices) luaL_addstring(&b, ", ");
+        lua_pushfstring(L, "\"%s\"", *c);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    lua_insert(L, -2);   /* the value stays on top for the message */
+    opt_error(L, arg, name, lua_tostring(L, -2));
+    return NULL;
+}
+
+int dgal_opt_bool(lua_State *L, int arg, const char *name, int def)
+{
+    if (!push_opt(L, arg, name)) return def;
+    if (lua_type(L, -1) != LUA_TBOOLEAN) opt_error(L, arg, name, "a boolean");
+    int v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
 }
 
 dgal_box *dgal_box_new(lua_State *L, const char *tname, int nuv)

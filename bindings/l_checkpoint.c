@@ -54,7 +54,7 @@ static int l_save(lua_State *L)
     if (lua_isnil(L, 3))
         return luaL_error(L, "bad argument #2 to 'save_checkpoint' (no model: give model= "
                           "or optimizer=)");
-    dga_gpt *model = dgal_check_model(L, 3);
+    dga_model *model = dgal_check_model(L, 3);
     lua_getfield(L, 2, "optimizer");                           /* 4 */
     dga_adamw *opt = lua_isnil(L, 4) ? NULL : dgal_check_adamw(L, 4);
     lua_getfield(L, 2, "tensors");                             /* 5 */
@@ -189,7 +189,7 @@ static int l_load(lua_State *L)
     if (has_opts) push_model_option(L, 2); else lua_pushnil(L);       /* 4 */
     if (has_opts) lua_getfield(L, 2, "optimizer"); else lua_pushnil(L); /* 5 */
     dga_adamw *opt = lua_isnil(L, 5) ? NULL : dgal_check_adamw(L, 5);
-    dga_gpt *model;
+    dga_model *model;
     if (lua_isnil(L, 4)) {   /* no model given: a new one, shaped as the file says */
         dgal_box *mbox = dgal_box_new(L, DGAL_MODEL, 0);   /* closed until the model exists */
         lua_replace(L, 4);

@@ -23,13 +23,16 @@
  *                               using smp's probe generator and budgets
  *   P:column(j) P:k() P:n() P:nnz()
  *
- *   dga.align(model, t_inputs, t_targets, batches, {normalize="none"|"cosine"|"mean_norm",
- *             lr=nil, method="exact"|"fd"|"jvp", fd_eps=1e-3}) -> {align=, loss=, grad_norm=,
- *             dot= (float32 k), target_norm=, target_loss=, normalize=, method=, lr=, k=}
+ *   dga.align(model, t_inputs, t_targets, batches, {method="exact"|"fd"|"jvp", fd_eps=1e-3})
+ *             -> {align=, dot=, loss=, grad_norm= (float32 k), target_norm=, target_loss=,
+ *             method=, k=}
+ *     align and dot are both the raw inner products <g_i, g_t>: normalising them (cosine, by
+ *     the mean norm, by the learning rate) is the policy's business, from dot, grad_norm and
+ *     target_norm.
  *     method "fd": central differences along the target gradient, forward passes only
- *     (core/align.h); grad_norm is NaN then and only normalize = "none" is allowed.
+ *     (core/align.h); grad_norm is NaN then.
  *     method "jvp": the same derivative by forward-mode differentiation, exact to rounding;
- *     grad_norm NaN and normalize = "none" as for "fd".
+ *     grad_norm NaN as for "fd".
  *     batches: list of {inputs, targets} (or {inputs=, targets=}); B x T int32 each.
  *     Clobbers the model's gradients (call between optimizer steps). One workspace per
  *     model, cached (weakly) so repeated rounds allocate nothing.
@@ -503,7 +506,8 @@ static dga_batch to_batch(lua_State *L, int in_idx, int tg_idx, int arg, const c
     return bt;
 }
 
-static const char *const align_keys[] = {"normalize", "lr", "method", "fd_eps", NULL};
+static const char *const align_keys[] = {"method", "fd_eps", NULL};
+static const char *const align_methods[] = {"exact", "fd", "jvp", NULL};
 
 static void set_vec_field(lua_State *L, const char *name, const double *v, int k)
 {
@@ -516,49 +520,16 @@ static void set_vec_field(lua_State *L, const char *name, const double *v, int k
 static int l_align(lua_State *L)
 {
     lua_settop(L, 5);
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     check_opts(L, 5, align_keys);
-    dga_align_opts o = {.normalize = DGA_ALIGN_NONE};
-    if (lua_istable(L, 5)) {
-        lua_getfield(L, 5, "normalize");
-        if (!lua_isnil(L, -1)) {
-            const char *name = lua_tostring(L, -1);
-            if (!name || dga_align_norm_parse(name, &o.normalize) != DGA_OK)
-                luaL_argerror(L, 5, "normalize must be \"none\", \"cosine\" or \"mean_norm\"");
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 5, "lr");
-        if (!lua_isnil(L, -1)) {
-            int isnum;
-            o.lr = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || !(o.lr >= 0) || !isfinite(o.lr))
-                luaL_argerror(L, 5, "lr must be a number >= 0 (omit it for no scaling)");
-            o.use_lr = 1;
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 5, "method");
-        if (!lua_isnil(L, -1)) {
-            const char *name = lua_tostring(L, -1);
-            if (!name || dga_align_method_parse(name, &o.method) != DGA_OK)
-                luaL_argerror(L, 5, "method must be \"exact\", \"fd\" or \"jvp\"");
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 5, "fd_eps");
-        if (!lua_isnil(L, -1)) {
-            int isnum;
-            o.fd_eps = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || !(o.fd_eps > 0) || !isfinite(o.fd_eps))
-                luaL_argerror(L, 5, "fd_eps must be a number > 0");
-        }
-        lua_pop(L, 1);
-        if (o.method != DGA_ALIGN_EXACT && o.normalize != DGA_ALIGN_NONE)
-            luaL_argerror(L, 5, lua_pushfstring(L, "method = \"%s\" gives no per-domain gradient norms: use "
-                                                "normalize = \"none\"", dga_align_method_name(o.method)));
-    }
+    dga_align_opts o = {.method = DGA_ALIGN_EXACT};
+    DGAL_CHECK(L, dga_align_method_parse(dgal_opt_str(L, 5, "method", "exact", align_methods),
+                                         &o.method));
+    o.fd_eps = dgal_opt_num(L, 5, "fd_eps", 0, 0, HUGE_VAL, DGAL_LO_OPEN);
     luaL_checktype(L, 4, LUA_TTABLE);
     lua_Integer k = luaL_len(L, 4);
     luaL_argcheck(L, k >= 1 && k <= INT32_MAX, 4, "batches must be a non-empty list of {inputs, targets}");
-    dga_align_ws *ws = model_workspace(L, 1, dga_gpt_num_params(m));
+    dga_align_ws *ws = model_workspace(L, 1, dga_model_num_params(m));
     lua_pop(L, 1);   /* the workspace stays referenced by the registry table */
 
     dga_batch target = to_batch(L, 2, 3, 2, "target batch");
@@ -588,11 +559,11 @@ static int l_align(lua_State *L)
         lua_rawseti(L, anchors, 2 * i - 1);
         lua_settop(L, e - 1);
     }
-    double *res = dgal_scratch(L, (size_t)k * 4 * sizeof *res);
-    dga_align_result r = {.align = res, .dot = res + k, .loss = res + 2 * k, .grad_norm = res + 3 * k};
+    double *res = dgal_scratch(L, (size_t)k * 3 * sizeof *res);
+    dga_align_result r = {.dot = res, .loss = res + k, .grad_norm = res + 2 * k};
     DGAL_CHECK(L, dga_align(m, ws, &target, batches, (int)k, &o, &r));
-    lua_createtable(L, 0, 9);
-    set_vec_field(L, "align", r.align, (int)k);
+    lua_createtable(L, 0, 8);
+    set_vec_field(L, "align", r.dot, (int)k);
     set_vec_field(L, "dot", r.dot, (int)k);
     set_vec_field(L, "loss", r.loss, (int)k);
     set_vec_field(L, "grad_norm", r.grad_norm, (int)k);
@@ -600,14 +571,8 @@ static int l_align(lua_State *L)
     lua_setfield(L, -2, "target_norm");
     lua_pushnumber(L, r.target_loss);
     lua_setfield(L, -2, "target_loss");
-    lua_pushstring(L, dga_align_norm_name(o.normalize));
-    lua_setfield(L, -2, "normalize");
     lua_pushstring(L, dga_align_method_name(o.method));
     lua_setfield(L, -2, "method");
-    if (o.use_lr) {
-        lua_pushnumber(L, o.lr);
-        lua_setfield(L, -2, "lr");
-    }
     lua_pushinteger(L, k);
     lua_setfield(L, -2, "k");
     return 1;
@@ -617,13 +582,14 @@ static int l_align(lua_State *L)
 static int l_eval_loss(lua_State *L)
 {
     lua_settop(L, 4);
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     lua_Integer batch = luaL_optinteger(L, 4, 0);
-    luaL_argcheck(L, batch >= 0 && batch <= dga_gpt_max_batch(m), 4,
-                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch)", dga_gpt_max_batch(m)));
+    luaL_argcheck(L, batch >= 0 && batch <= dga_model_max_batch(m), 4,
+                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch)", dga_model_max_batch(m)));
     dga_batch b = to_batch(L, 2, 3, 2, "eval_loss");
     double mean = 0;
-    DGAL_CHECK(L, dga_eval_mean_loss_xy(m, b.inputs, b.targets, (size_t)b.B, b.T, (int)batch, &mean));
+    DGAL_CHECK(L, dga_eval_mean_loss(m, b.inputs, b.targets, (size_t)b.T, (size_t)b.B, b.T, (int)batch,
+                                     &mean));
     lua_pushnumber(L, mean);
     return 1;
 }

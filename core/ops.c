@@ -516,8 +516,8 @@ double dga_op_xent_row(const float *logits, int V, int target)
     return (double)logf(sum) + (double)mx - (double)logits[target];
 }
 
-double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int V,
-                           float dscale)
+double dga_op_xent_fwd_bwd(float *logits, float *row_loss, const int32_t *targets, size_t N,
+                           int V, float dscale)
 {
     double total = 0.0;
     for (size_t i = 0; i < N; i++) {
@@ -525,12 +525,15 @@ double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int 
         int tg = targets[i];
         if (tg < 0) {
             memset(row, 0, (size_t)V * sizeof *row);
+            if (row_loss) row_loss[i] = 0.0f;
             continue;
         }
         float mx = vmax(row, V);
         float xt = row[tg];
         float sum = vexp_sum(row, mx, V);
-        total += (double)logf(sum) + (double)mx - (double)xt;
+        double nll = (double)logf(sum) + (double)mx - (double)xt;
+        if (row_loss) row_loss[i] = (float)nll;
+        total += nll;
         float s = dscale / sum;
         for (int j = 0; j < V; j++) row[j] *= s;
         row[tg] -= dscale;

@@ -111,11 +111,12 @@ void dga_op_residual_jvp(float *dout, const float *da, const float *db, size_t n
 double dga_op_xent_row(const float *logits, int V, int target);
 
 /* Fused softmax + cross-entropy + its backward, for training: for each of the N rows with
- * targets[i] != DGA_IGNORE (-1), adds -log softmax(row)[target] to the returned sum and
- * replaces the row by dscale * (softmax(row) - onehot(target)); rows with ignored targets
- * become zeros. Targets must already be valid. */
-double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int V,
-                           float dscale);
+ * targets[i] != DGA_IGNORE (-1), adds -log softmax(row)[target] to the returned sum, stores
+ * it in row_loss[i] (row_loss may be NULL; 0 for ignored rows) and replaces the row by
+ * dscale * (softmax(row) - onehot(target)); rows with ignored targets become zeros. Targets
+ * must already be valid. */
+double dga_op_xent_fwd_bwd(float *logits, float *row_loss, const int32_t *targets, size_t N,
+                           int V, float dscale);
 
 /* Cross-entropy and its directional derivative, logits left intact: over the N rows whose
  * target is not DGA_IGNORE (exactly the rows dga_op_xent_fwd_bwd counts), returns the sum of
