@@ -88,6 +88,12 @@ void        dgal_push_tensor(lua_State *L, dga_tensor *t);
  * nested for 2-D, converted to `dtype`. Caller must dga_tensor_release() the result.
  * On a bad argument raises a Lua error naming argument idx. */
 dga_tensor *dgal_to_tensor(lua_State *L, int idx, dga_dtype dtype);
+/* The same for a value that is not itself an argument (an entry of a table argument, a
+ * returned value): errors name argument `arg` and start with `what` ("batches[2] inputs"),
+ * so they never cite a stack slot as an argument number. arg 0: a plain error (no argument
+ * to name, e.g. inside a protected call). */
+dga_tensor *dgal_to_tensor_at(lua_State *L, int idx, dga_dtype dtype, int arg,
+                              const char *what);
 
 /* ---- objects other binding files need (defined by their owners) ---- */
 struct dga_model;
@@ -97,6 +103,8 @@ struct dga_adamw;
 #define DGAL_RNG "dga.rng"
 struct dga_model   *dgal_check_model(lua_State *L, int idx);   /* l_model.c */
 struct dga_adamw *dgal_check_adamw(lua_State *L, int idx);   /* l_optim.c */
+/* l_optim.c: the optimizer at idx, or NULL if idx is not a dga.adamw or it was closed. */
+struct dga_adamw *dgal_test_adamw(lua_State *L, int idx);
 /* l_model.c: pushes a new dga.gpt userdata that takes ownership of m (freed by its __gc). */
 void              dgal_push_model(lua_State *L, struct dga_model *m);
 /* l_model.c: the model at idx, or NULL if idx is not a dga.gpt or it was closed (no error). */

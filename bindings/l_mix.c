@@ -64,24 +64,27 @@ static void check_opts(lua_State *L, int idx, const char *const *allowed)
 
 /* n non-negative integer counts from a tensor (float32 or int32) or a table of numbers, into
  * a scratch array left on the stack. */
-static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
+static int64_t *read_counts(lua_State *L, int idx, int arg, const char *what, int64_t *n)
 {
     idx = lua_absindex(L, idx);
     dga_tensor **box = luaL_testudata(L, idx, DGAL_TENSOR);
     if (box) {
-        dga_tensor *t = dgal_check_tensor(L, idx);
+        dga_tensor *t = *box;
+        if (!t) luaL_argerror(L, arg, lua_pushfstring(L, "%s: attempt to use a closed dga.tensor", what));
         *n = t->numel;
         int64_t *out = dgal_scratch(L, (size_t)t->numel * sizeof *out);
         for (int64_t i = 0; i < t->numel; i++) {
             double v = t->dtype == DGA_F32 ? (double)dga_tensor_f32(t)[i] : (double)dga_tensor_i32(t)[i];
             if (!(v >= 0) || v != floor(v) || v > 9.0e15)
-                luaL_argerror(L, idx, lua_pushfstring(L, "%s[%I] = %f, expected an integer >= 0", what,
+                luaL_argerror(L, arg, lua_pushfstring(L, "%s[%I] = %f, expected an integer >= 0", what,
                                                       (lua_Integer)i + 1, v));
             out[i] = (int64_t)v;
         }
         return out;
     }
-    if (!lua_istable(L, idx)) luaL_typeerror(L, idx, "dga.tensor or table of counts");
+    if (!lua_istable(L, idx))
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s is a %s, expected a dga.tensor or table of "
+                                              "counts", what, luaL_typename(L, idx)));
     *n = (int64_t)luaL_len(L, idx);
     int64_t *out = dgal_scratch(L, (size_t)*n * sizeof *out);
     for (int64_t i = 0; i < *n; i++) {
@@ -89,7 +92,7 @@ static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
         int isnum;
         lua_Number v = lua_tonumberx(L, -1, &isnum);
         if (!isnum || !(v >= 0) || v != floor(v) || v > 9.0e15)
-            luaL_argerror(L, idx, lua_pushfstring(L, "%s[%I] is %s, expected an integer >= 0", what,
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%I] is %s, expected an integer >= 0", what,
                                                   (lua_Integer)i + 1, luaL_tolstring(L, -1, NULL)));
         out[i] = (int64_t)v;
         lua_pop(L, 1);
@@ -158,24 +161,13 @@ static int l_sampler(lua_State *L)
     lua_settop(L, 2);
     check_opts(L, 2, sampler_keys);
     int64_t k;
-    int64_t *sizes = read_counts(L, 1, "sizes", &k);   /* stack 3 */
+    int64_t *sizes = read_counts(L, 1, 1, "sizes", &k);   /* stack 3 */
     if (k < 1) luaL_argerror(L, 1, "sizes is empty, expected one entry per domain");
     lua_Integer seed = 0, cap = 0;
     int64_t *budget = NULL;
     if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "seed");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isinteger(L, -1)) luaL_argerror(L, 2, "seed must be an integer");
-            seed = lua_tointeger(L, -1);
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 2, "epoch_cap");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-                luaL_argerror(L, 2, "epoch_cap must be an integer >= 0 (0: no cap)");
-            cap = lua_tointeger(L, -1);
-        }
-        lua_pop(L, 1);
+        seed = dgal_opt_int(L, 2, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+        cap = dgal_opt_int(L, 2, "epoch_cap", 0, 0, LUA_MAXINTEGER);
         lua_getfield(L, 2, "budget");   /* stack 4 */
         if (lua_type(L, -1) == LUA_TNUMBER) {
             lua_Number v = lua_tonumber(L, -1);
@@ -185,7 +177,7 @@ static int l_sampler(lua_State *L)
             for (int64_t i = 0; i < k; i++) budget[i] = (int64_t)v;
         } else if (!lua_isnil(L, -1)) {
             int64_t nb;
-            budget = read_counts(L, 4, "budget", &nb);
+            budget = read_counts(L, 4, 2, "budget", &nb);
             if (nb != k)
                 luaL_argerror(L, 2, lua_pushfstring(L, "budget has %I entries, expected one per domain (%I)",
                                                     (lua_Integer)nb, (lua_Integer)k));
@@ -372,7 +364,10 @@ static int l_basis(lua_State *L)
     lua_createtable(L, (int)n, 0);                                      /* stack 4 */
     for (lua_Integer j = 1; j <= n; j++) {
         lua_geti(L, 2, j);
-        dga_tensor *t = anchored_f32(L, lua_gettop(L));
+        char what[48];
+        snprintf(what, sizeof what, "columns[%lld]", (long long)j);
+        dga_tensor *t = dgal_to_tensor_at(L, -1, DGA_F32, 2, what);
+        dgal_push_tensor(L, t);
         if (t->numel != k)
             luaL_argerror(L, 2, lua_pushfstring(L, "column %I has %I entries, expected k = %I", j,
                                                 (lua_Integer)t->numel, k));
@@ -486,9 +481,13 @@ static dga_batch to_batch(lua_State *L, int in_idx, int tg_idx, int arg, const c
     tg_idx = lua_absindex(L, tg_idx);
     if (lua_isnoneornil(L, in_idx) || lua_isnoneornil(L, tg_idx))
         luaL_argerror(L, arg, lua_pushfstring(L, "%s needs inputs and targets", what));
-    dga_tensor *in = dgal_to_tensor(L, in_idx, DGA_I32);
+    char w[80];
+    snprintf(w, sizeof w, "%s inputs", what);
+    dga_tensor *in = dgal_to_tensor_at(L, in_idx, DGA_I32, arg, in_idx == arg ? NULL : w);
     dgal_push_tensor(L, in);
-    dga_tensor *tg = dgal_to_tensor(L, tg_idx, DGA_I32);
+    snprintf(w, sizeof w, "%s targets", what);
+    const int direct = in_idx == arg && tg_idx == arg + 1;   /* both are arguments */
+    dga_tensor *tg = dgal_to_tensor_at(L, tg_idx, DGA_I32, direct ? tg_idx : arg, direct ? NULL : w);
     dgal_push_tensor(L, tg);
     char a[64], b[64];
     if (in->ndim > 2 || tg->ndim != in->ndim || memcmp(in->shape, tg->shape, sizeof(int64_t) * in->ndim) != 0)

@@ -255,7 +255,7 @@ static int encode_protected(lua_State *L)
     lua_pushvalue(L, 2);
     lua_call(L, 2, 1);
     if (lua_isnil(L, -1)) return luaL_error(L, "tokenizer:encode returned nil");
-    dga_tensor *t = dgal_to_tensor(L, -1, DGA_I32);
+    dga_tensor *t = dgal_to_tensor_at(L, -1, DGA_I32, 0, "tokenizer:encode's result");
     dgal_push_tensor(L, t);
     return 1;
 }

@@ -37,6 +37,12 @@ dga_adamw *dgal_check_adamw(lua_State *L, int idx)
     return b->opt;
 }
 
+dga_adamw *dgal_test_adamw(lua_State *L, int idx)
+{
+    adamw_box *b = luaL_testudata(L, idx, DGAL_ADAMW);
+    return b ? b->opt : NULL;
+}
+
 static int o_release(lua_State *L)
 {
     adamw_box *b = check_box(L, 1);
