@@ -158,7 +158,8 @@ describe("checkpoints", function()
         -- option values are named inside argument #2, never by their stack slot
         assert.matches("bad argument #2 to 'dga.save_checkpoint' (option 'model' must be an open dga.gpt, got number)",
                        err_of(dga.save_checkpoint, p, {model = 1}), 1, true)
-        assert.matches("bad argument #2 to 'dga.save_checkpoint' (option 'optimizer' must be an open dga.adamw, got string)",
+        assert.matches("bad argument #2 to 'dga.save_checkpoint' (option 'optimizer' must be an open "
+                       .. "dga.adamw, got string)",
                        err_of(dga.save_checkpoint, p, {model = a, optimizer = "x"}), 1, true)
         assert.matches("bad argument #2 to 'dga.save_checkpoint' (tensors.w: entry [2] is a string",
                        err_of(dga.save_checkpoint, p, {model = a, tensors = {w = {1, "x"}}}), 1, true)

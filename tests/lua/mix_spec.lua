@@ -215,8 +215,8 @@ describe("dga.align", function()
         end
         local ok, err = pcall(dga.align, model, tx, ty, batches, {method = "forward"})
         assert.is_false(ok)
-        assert.matches([[bad argument #5 to 'dga.align' (option 'method' must be one of "exact", "fd", "jvp", got "forward")]],
-                       err, 1, true)
+        assert.matches("bad argument #5 to 'dga.align' (option 'method' must be one of "
+                       .. [["exact", "fd", "jvp", got "forward")]], err, 1, true)
     end)
 
     it("rejects bad arguments", function()
