@@ -225,9 +225,7 @@ static int l_mmlu_render(lua_State *L)
     dga_mmlu_question *shots = NULL;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        lua_getfield(L, 2, "with_answer");
-        with_answer = lua_toboolean(L, -1);
-        lua_pop(L, 1);
+        with_answer = dgal_opt_bool(L, 2, "with_answer", 0);
         lua_getfield(L, 2, "shots");
         if (!lua_isnil(L, -1)) shots = to_questions(L, 2, -1, "shots", &n_shots);
         if (n_shots > 64) luaL_argerror(L, 2, "shots: at most 64 examples");
