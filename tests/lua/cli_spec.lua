@@ -289,6 +289,28 @@ describe("dgalib helpers", function()
         assert.are.equal("4.20M", progress.format_rate(4.2e6))
     end)
 
+    it("progress: off a terminal, a line per milestone rather than per refresh", function()
+        local lines = {}
+        local out = {write = function(self, ...) for _, s in ipairs{...} do lines[#lines + 1] = s end end,
+                     flush = function() end}
+        local p = progress.new{total = 1000, label = "run", out = out, overwrite = false}
+        p:start(0)
+        for step = 1, 1000 do
+            -- a new evaluation every 250 steps changes the extra field
+            p:update(step, {loss = 2.5, lr = 1e-3, tokens = 64, spe = 3 + (step // 250)})
+        end
+        p:milestone(1000, {loss = 2.4})
+        p:finish()
+        local steps = {}
+        for l in table.concat(lines):gmatch("[^\n]+") do
+            steps[#steps + 1] = tonumber(l:match("step (%d+)/1000"))
+        end
+        -- first, every 100 steps (a tenth), the evaluations at 250 and 750, the last, the milestone
+        assert.are.same({1, 101, 201, 250, 350, 450, 500, 600, 700, 750, 850, 950, 1000, 1000}, steps)
+        assert.is_true(type(dga.isatty(1)) == "boolean")
+        assert.has_error(function() dga.isatty(7) end)
+    end)
+
     it("windows: random windows lie inside the shard, sequential ones tile it", function()
         local tokens = dga.arange(50)                      -- token i-1 at index i
         local x, y = windows.random(tokens, 6, 8, dga.rng(3))
