@@ -7,6 +7,8 @@
  *   - the project's scripts/ directory is put first on package.path, found relative to the
  *     executable's real path so the tools work from any directory (DGALUA_SCRIPTS overrides);
  *   - --threads N / env DGA_THREADS set the OpenBLAS thread count;
+ *   - errors are reported by the rule below (see user_error), and the exit status is 2 for a
+ *     usage mistake (a bad option, a script that cannot be opened) and 1 for a runtime error;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
  *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting.
  *
@@ -40,9 +42,11 @@
 #define PROMPT1 "> "
 #define PROMPT2 ">> "
 #define HISTORY_MAX 1000
+#define EXIT_USAGE 2
 
 static lua_State *volatile g_L;          /* the state a running chunk can be interrupted in */
 static volatile sig_atomic_t g_sigint;   /* Ctrl-C seen while waiting for input */
+static int g_debug;                      /* --debug / DGALUA_DEBUG=1: always a traceback */
 
 /* ------------------------------------------------------------------ messages and calls */
 
@@ -62,13 +66,55 @@ static int report(lua_State *L, int status)
     return status;
 }
 
-/* Message handler: turns any error value into a string with a traceback. */
+/* The rule for what an error report shows. A user's mistake (a missing file, a bad value, a
+ * malformed line) reaches us as a plain string raised by a tool's error() or by a binding
+ * with the core's message: the traceback would only bury that one line, so it is printed
+ * alone, without the script position either. A bug shows itself differently: the VM's own
+ * messages (indexing nil, arithmetic on a string, a C function given the wrong type), a
+ * failed assert(), or an error value that is not a string. Those keep the traceback, and so
+ * does everything under --debug or DGALUA_DEBUG=1. */
+static int is_bug_message(const char *msg)
+{
+    static const char *const marks[] = {
+        "attempt to ", "stack overflow", "table index is ", "assertion failed!", " expected, got ",
+        "'for' ", "number has no integer representation", "invalid key to 'next'",
+        "wrong number of arguments", "error in error handling", "string slice too long",
+        "object length is not an integer", "invalid value (at index", NULL};
+    for (int i = 0; marks[i]; i++)
+        if (strstr(msg, marks[i])) return 1;
+    return 0;
+}
+
+/* Length of a leading Lua position ("x.lua:12: ", "stdin:3: ", "(command line):1: ",
+ * '[string "..."]:1: '), else 0.
+ * Only chunk names: a core message may itself start with a data file's name and line. */
+static size_t lua_position_len(const char *msg)
+{
+    const char *colon = strstr(msg, ": ");
+    if (!colon) return 0;
+    const char *p = colon;
+    while (p > msg && p[-1] >= '0' && p[-1] <= '9') p--;
+    if (p == colon || p == msg || p[-1] != ':') return 0;
+    size_t name_len = (size_t)(p - 1 - msg);
+    int lua_chunk = (name_len >= 4 && strncmp(p - 5, ".lua", 4) == 0) ||
+                    (name_len == 5 && strncmp(msg, "stdin", 5) == 0) ||
+                    (name_len == 14 && strncmp(msg, "(command line)", 14) == 0) ||
+                    (strncmp(msg, "[string ", 8) == 0 && p[-2] == ']');
+    if (!lua_chunk || memchr(msg, '\n', (size_t)(colon - msg))) return 0;
+    return (size_t)(colon + 2 - msg);
+}
+
+/* Message handler: a user error becomes its message alone, anything else a string with a
+ * traceback. */
 static int msghandler(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    } else if (!g_debug && lua_type(L, 1) == LUA_TSTRING && !is_bug_message(msg)) {
+        lua_pushstring(L, msg + lua_position_len(msg));
+        return 1;
     }
     luaL_traceback(L, L, msg, 1);
     return 1;
@@ -142,6 +188,7 @@ typedef struct {
     int help;
     int has_exec;        /* -e or -l given */
     int threads;         /* --threads N (0: not given) */
+    int debug;           /* --debug */
     const char *bad;     /* the offending option, when parsing failed */
 } cmdline;
 
@@ -156,13 +203,16 @@ static void print_usage(FILE *out)
             "  -i             enter interactive mode after running the script\n"
             "  -v             show version information\n"
             "  --threads N    use N OpenBLAS threads (default: env DGA_THREADS, else OpenBLAS's)\n"
+            "  --debug        report every error with its traceback (default: only bugs)\n"
             "  -h, --help     show this help\n"
             "  --             stop handling options\n"
             "  -              run stdin as a script and stop handling options\n"
             "With no script and no -e: an interactive REPL when stdin is a terminal (history in\n"
             "$DGALUA_HISTORY or ~/.dgalua_history), else stdin is run as a script.\n"
+            "Errors: a mistake in the input (a missing file, a bad value) prints one line; a bug\n"
+            "prints a traceback. Exit status: 0 success, 1 runtime error, 2 usage error.\n"
             "Environment: DGA_THREADS, DGALUA_SCRIPTS (the scripts/ directory put on\n"
-            "package.path), DGALUA_HISTORY.\n");
+            "package.path), DGALUA_HISTORY, DGALUA_DEBUG=1 (as --debug).\n");
 }
 
 /* Parses interpreter options; returns 0 on success. Mirrors lua.c: options end at the
@@ -179,6 +229,7 @@ static int parse_args(int argc, char **argv, cmdline *c)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { c->help = 1; continue; }
         if (strcmp(a, "-i") == 0) { c->interactive = c->version = 1; continue; }
         if (strcmp(a, "-v") == 0) { c->version = 1; continue; }
+        if (strcmp(a, "--debug") == 0) { c->debug = 1; continue; }
         if (strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) {
             if (i + 1 >= argc) { c->bad = a; return 1; }
             c->has_exec = 1;
@@ -209,6 +260,7 @@ static int run_exec_options(lua_State *L, int argc, char **argv, int script)
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) break;
         if (strcmp(a, "--threads") == 0) { i++; continue; }
+        if (strcmp(a, "--debug") == 0) continue;
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l')) continue;
         const char *v = a[2] != '\0' ? a + 2 : argv[++i];
         int status = a[1] == 'e' ? dostring(L, v, "=(command line)") : dolibrary(L, v);
@@ -559,6 +611,7 @@ static int pmain(lua_State *L)
     if (parse_args(argc, argv, &c) != 0) {
         fprintf(stderr, "%s: unrecognized option or missing value: '%s'\n", PROGNAME, c.bad);
         print_usage(stderr);
+        ma->exit_code = EXIT_USAGE;
         return 0;
     }
     if (c.help) {
@@ -566,6 +619,8 @@ static int pmain(lua_State *L)
         ma->exit_code = EXIT_SUCCESS;
         return 0;
     }
+    const char *dbg = getenv("DGALUA_DEBUG");
+    g_debug = c.debug || (dbg && *dbg && strcmp(dbg, "0") != 0);
     luaL_checkversion(L);
     luaL_openlibs(L);
     set_threads(c.threads);
@@ -579,7 +634,11 @@ static int pmain(lua_State *L)
 
     if (c.version) print_version(L);
     if (run_exec_options(L, argc, argv, c.script) != LUA_OK) return 0;
-    if (c.script && run_script(L, argc, argv, c.script) != LUA_OK) return 0;
+    if (c.script) {
+        int status = run_script(L, argc, argv, c.script);
+        if (status == LUA_ERRFILE) ma->exit_code = EXIT_USAGE;   /* no such script: the command is wrong */
+        if (status != LUA_OK) return 0;
+    }
     if (c.interactive) {
         repl(L);
     } else if (c.script == 0 && !c.has_exec && !c.version) {

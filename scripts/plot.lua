@@ -253,6 +253,7 @@ end
 
 local function main(args)
     local argparse = require "argparse"
+    require "dgalib.args"   -- usage errors exit with status 2
     local p = argparse("plot.lua", "Draw loss curves and mixture-weight evolutions of runs with gnuplot.")
     p:argument("runs", "Run directories (each holding metrics.csv, weights.csv).")
         :args("+")
