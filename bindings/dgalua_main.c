@@ -10,7 +10,9 @@
  *   - errors are reported by the rule below (see user_error), and the exit status is 2 for a
  *     usage mistake (a bad option, a script that cannot be opened) and 1 for a runtime error;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
- *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting.
+ *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting;
+ *   - the REPL's Lua side is scripts/dgalib/repl.lua: help(), pretty-printed results, tab
+ *     completion of Lua names, and top-level `local`s that persist (see M.rewrite there).
  *
  * Ctrl-C during a computation uses lua.c's technique: the signal handler only installs a
  * debug hook (lua_sethook is documented as async-signal-safe), and the hook raises
@@ -396,6 +398,7 @@ static void print_version(lua_State *L)
 /* What the REPL carries from one input line to the next. */
 typedef struct {
     lua_State *L;
+    int helper;          /* registry ref of dgalib.repl, or LUA_NOREF when it did not load */
     char *pending;       /* lines of a statement still incomplete, or NULL */
     const char *hist;    /* history file, or NULL */
     int tty;
@@ -440,15 +443,39 @@ static int load_input(lua_State *L, const char *code)
     return luaL_loadbuffer(L, code, strlen(code), "=stdin");
 }
 
-static void print_results(lua_State *L)
+/* Pushes field `name` of the REPL helper module; 0 (nothing pushed) without it. */
+static int push_helper(lua_State *L, int ref, const char *name)
+{
+    if (ref == LUA_NOREF || ref == LUA_REFNIL) return 0;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+    if (lua_isfunction(L, -1)) return 1;
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Prints the results on the stack with the helper's pretty-printer (else print). */
+static void print_results(lua_State *L, int helper)
 {
     int n = lua_gettop(L);
     if (n == 0) return;
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    lua_getglobal(L, "print");
+    if (!push_helper(L, helper, "show")) lua_getglobal(L, "print");
     lua_insert(L, 1);
     if (lua_pcall(L, n, 0, 0) != LUA_OK)
-        print_error(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
+        print_error(lua_pushfstring(L, "error printing the result (%s)", lua_tostring(L, -1)));
+}
+
+/* The code with its top-level `local`s made global by the helper, pushed as a string. */
+static const char *rewrite_input(lua_State *L, int helper, const char *code)
+{
+    if (push_helper(L, helper, "rewrite")) {
+        lua_pushstring(L, code);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    return lua_pushstring(L, code);
 }
 
 static void remember(repl_state *st, const char *code)
@@ -480,15 +507,18 @@ static void process_line(repl_state *st, const char *line)
         print_error("not enough memory for the input line");
         return;
     }
-    int status = load_input(L, code);
+    const char *run = rewrite_input(L, st->helper, code);
+    int status = load_input(L, run);
+    lua_remove(L, -2);   /* the rewritten text */
     if (incomplete(L, status)) {
+        lua_settop(L, 0);
         st->pending = code;
         return;
     }
     remember(st, code);
     free(code);
     if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
-    if (status == LUA_OK) print_results(L);
+    if (status == LUA_OK) print_results(L, st->helper);
     else report(L, status);
     lua_settop(L, 0);
     fflush(stdout);
@@ -513,6 +543,52 @@ static void on_sigint_waiting(int sig)
 {
     (void)sig;
     g_sigint = 1;
+}
+
+/* ------------------------------------------------------------------ tab completion */
+
+static char **g_matches;   /* the helper's candidates for the word being completed */
+static int g_nmatches;
+
+static char *next_match(const char *text, int state)
+{
+    (void)text;
+    return state < g_nmatches ? strdup(g_matches[state]) : NULL;
+}
+
+/* Lua names (globals, fields, methods) through dgalib.repl's complete(); inside a string
+ * literal, readline's file names as before. */
+static char **complete_lua(const char *text, int start, int end)
+{
+    (void)end;
+    repl_state *st = g_repl;
+    if (start > 0 && (rl_line_buffer[start - 1] == '"' || rl_line_buffer[start - 1] == '\'')) return NULL;
+    rl_attempted_completion_over = 1;
+    if (!st) return NULL;
+    lua_State *L = st->L;
+    int top = lua_gettop(L);
+    char **result = NULL;
+    if (push_helper(L, st->helper, "complete")) {
+        lua_pushstring(L, text);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+            int n = (int)luaL_len(L, -1);
+            g_matches = calloc((size_t)n + 1, sizeof *g_matches);
+            g_nmatches = 0;
+            for (int i = 1; g_matches && i <= n; i++) {
+                lua_rawgeti(L, -1, i);
+                if (lua_type(L, -1) == LUA_TSTRING) g_matches[g_nmatches++] = strdup(lua_tostring(L, -1));
+                lua_pop(L, 1);
+            }
+            rl_completion_append_character = '\0';
+            if (g_nmatches > 0) result = rl_completion_matches(text, next_match);
+            for (int i = 0; i < g_nmatches; i++) free(g_matches[i]);
+            free(g_matches);
+            g_matches = NULL;
+            g_nmatches = 0;
+        }
+    }
+    lua_settop(L, top);
+    return result;
 }
 
 /* Terminal REPL on readline's callback interface: select() is interrupted by Ctrl-C (no
@@ -575,10 +651,23 @@ static void repl_plain(repl_state *st)
 static void repl(lua_State *L)
 {
     char histbuf[PATH_MAX];
-    repl_state st = {L, NULL, NULL, isatty(STDIN_FILENO), 0};
+    repl_state st = {L, LUA_NOREF, NULL, NULL, isatty(STDIN_FILENO), 0};
+    /* The helper is optional: without scripts/ on package.path the REPL still works. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "dgalib.repl");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        st.helper = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (push_helper(L, st.helper, "install") && lua_pcall(L, 0, 0, 0) != LUA_OK) lua_pop(L, 1);
+    } else {
+        print_error(lua_pushfstring(L, "REPL helpers unavailable (%s)", luaL_tolstring(L, -1, NULL)));
+    }
+    lua_settop(L, 0);
     if (st.tty) {
         rl_readline_name = PROGNAME;
         rl_catch_signals = 0;   /* SIGINT is ours: see repl_tty */
+        /* '.' and ':' belong to the word, so "dga.to" and "m:for" complete as one name */
+        rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{(,+-*/%^~#[]})";
+        rl_attempted_completion_function = complete_lua;
         using_history();
         stifle_history(HISTORY_MAX);
         st.hist = history_path(histbuf, sizeof histbuf);
@@ -588,6 +677,7 @@ static void repl(lua_State *L)
         repl_plain(&st);
     }
     free(st.pending);
+    if (st.helper != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, st.helper);
     lua_settop(L, 0);
     fflush(stdout);
 }
