@@ -486,20 +486,22 @@ static int m_generate(lua_State *L)
     token_batch p = to_sequence(L, 2, "prompt", c->vocab_size);
     lua_Integer n_new = luaL_checkinteger(L, 3);
     luaL_argcheck(L, n_new >= 0 && n_new <= 1000000, 3, "expected 0..1000000 new tokens");
-    double temperature = 0;
+    dga_sample_opts so = {.temperature = 0, .top_k = 0, .top_p = 1.0};
     lua_Integer seed = 0;
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
         dgal_check_keys(L, 4, gen_keys, "field");
-        temperature = num_field(L, 4, "temperature", 0, 0, 1e6);
+        so.temperature = num_field(L, 4, "temperature", 0, 0, 1e6);
+        so.top_k = (int)int_field(L, 4, "top_k", 0, 0, 0, INT_MAX);
+        so.top_p = num_field(L, 4, "top_p", 1.0, 1e-9, 1.0);
         seed = int_field(L, 4, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
     dga_rng rng;
     dga_rng_seed(&rng, (uint64_t)seed);
     luaL_argcheck(L, n_new <= INT32_MAX && p.T <= INT32_MAX, 3, "too many tokens");
     int32_t *out = dgal_scratch(L, ((size_t)n_new + 1) * sizeof(int32_t));
-    DGAL_CHECK(L, dga_gpt_generate(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, temperature, &rng,
-                                   out));
+    DGAL_CHECK(L, dga_gpt_generate_sampled(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, &so, &rng,
+                                           out));
     lua_createtable(L, (int)n_new, 0);
     for (lua_Integer i = 0; i < n_new; i++) {
         lua_pushinteger(L, out[i]);

@@ -109,6 +109,17 @@ dga_status dga_gpt_hidden_sum(dga_gpt *model, const int32_t *tokens, int n, floa
 dga_status dga_gpt_generate(dga_gpt *model, const int32_t *prompt, int n_prompt, int n_new,
                             double temperature, dga_rng *rng, int32_t *out);
 
+/* Sampling restricted as well: with temperature > 0, only the top_k most likely tokens
+ * (0: all) and, of those, the smallest set whose renormalised probability reaches top_p
+ * (1: all) can be drawn. top_k = 0 and top_p = 1 draw exactly as dga_gpt_generate. */
+typedef struct {
+    double temperature;
+    int top_k;
+    double top_p;
+} dga_sample_opts;
+dga_status dga_gpt_generate_sampled(dga_gpt *model, const int32_t *prompt, int n_prompt, int n_new,
+                                    const dga_sample_opts *opts, dga_rng *rng, int32_t *out);
+
 /* Model FLOPs per trained token: 6 x (parameters except positions) + 12 L T C (attention). */
 double     dga_gpt_flops_per_token(const dga_gpt_config *cfg, int T);
 
