@@ -475,9 +475,10 @@ static int m_logits(lua_State *L)
     return 1;
 }
 
-static const char *const gen_keys[] = {"temperature", "seed", NULL};
+static const char *const gen_keys[] = {"temperature", "top_k", "top_p", "seed", NULL};
 
-/* m:generate(prompt_ids, n_new, {temperature=0, seed=0}) -> table of the n_new new ids. */
+/* m:generate(prompt_ids, n_new, {temperature=0, top_k=0, top_p=1, seed=0}) -> table of the
+ * n_new new ids. */
 static int m_generate(lua_State *L)
 {
     lua_settop(L, 4);   /* scratch values are anchored above the arguments */

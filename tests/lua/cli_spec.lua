@@ -282,6 +282,80 @@ describe("dgalua", function()
             assert.are.equal(2, code)
             contains(err, "not a token id")
         end)
+
+        it("train.lua writes a checkpoint directory, resumes it step for step and guards it", function()
+            if not need_shard() then return end
+            local val = tmp("val.bin")
+            local v = dga.zeros(400, "int32")
+            for i = 1, 400 do v[i] = (i * 5 + (i // 7)) % 32 end
+            dga.shard_write(val, v, 32)
+            -- any tokenizer of 32 ids or fewer decodes the generated text
+            dga.tokenizer_train({"abc abd"}, {vocab = 260}):save(tmp("tok_src.json"))
+            local dir, again = tmp("run_full"), tmp("run_split")
+            local opts = " --val " .. shell_quote(val) .. " --val-every 5 --tokenizer " .. shell_quote(tmp("tok_src.json"))
+            local code, out, err = train(3, opts .. " --quiet --save " .. shell_quote(dir) .. " --log " ..
+                                         shell_quote(tmp("full.csv")))
+            assert.are.equal(0, code, err)
+            contains(out, "val loss ")
+            for _, f in ipairs{"model.safetensors", "config.json", "tokenizer.json"} do
+                assert.is_true(h.exists(dir .. "/" .. f), f)
+            end
+            local config = read(dir .. "/config.json")
+            for _, key in ipairs{'"n_embd": 16', '"n_layer": 1', '"n_head": 2', '"n_positions": 8', '"vocab_size": 32',
+                                 '"model_type": "gpt2"'} do
+                contains(config, key)
+            end
+            -- the validation loss is in the log every 5 steps
+            local log = read(tmp("full.csv"))
+            contains(log, "step,loss,grad_norm,lr,val_loss\n")
+            assert.truthy(log:match("\n5,[^\n]+,%d[^,\n]*\n"), log)
+            assert.truthy(log:match("\n4,[^\n]+,\n"), log)
+
+            -- stopped at step 10 and resumed: the same log, the same final weights
+            code, _, err = train(3, opts .. " --quiet --checkpoint-every 5 --stop-at 10 --save " ..
+                                 shell_quote(again) .. " --log " .. shell_quote(tmp("split.csv")))
+            assert.are.equal(0, code, err)
+            assert.is_false(read(tmp("split.csv")):find("\n11,", 1, true) ~= nil)
+            code, out, err = train(3, opts .. " --checkpoint-every 5 --resume --save " .. shell_quote(again) ..
+                                   " --log " .. shell_quote(tmp("split.csv")))
+            assert.are.equal(0, code, err)
+            contains(err, "resuming")
+            assert.are.equal(read(tmp("full.csv")), read(tmp("split.csv")))
+            local final = out:match("final loss %S+ %(mean of last 10 steps %S+%)")
+            assert.truthy(final, out)
+
+            -- a finished run resumed again prints its own summary
+            code, out, err = train(3, opts .. " --quiet --resume --save " .. shell_quote(again))
+            assert.are.equal(0, code, err)
+            contains(out, final)
+            assert.is_nil(out:find("nan", 1, true), out)
+
+            -- an existing checkpoint is not overwritten by accident
+            code, _, err = train(3, " --quiet --save " .. shell_quote(again))
+            assert.are.equal(2, code)
+            contains(err, "already holds a checkpoint")
+            code = train(3, " --quiet --overwrite --steps 2 --save " .. shell_quote(again))
+            assert.are.equal(0, code)
+
+            -- the tools take the directory: eval gives the same loss as on the single file
+            local ev = shell_quote(ROOT .. "/scripts/eval.lua") .. " --data " .. shell_quote(shard)
+            local _, a = dgalua(ev .. " --checkpoint " .. shell_quote(dir))
+            local _, b = dgalua(ev .. " --checkpoint " .. shell_quote(dir .. "/model.safetensors"))
+            contains(a, "loss ")
+            assert.are.equal(a, b)
+            code, out, err = dgalua(shell_quote(ROOT .. "/scripts/generate.lua") .. " --checkpoint " ..
+                                    shell_quote(dir) .. " --prompt-ids '1 2' --tokens 4 --temperature 1" ..
+                                    " --top-k 3 --top-p 0.9 --seed 2")
+            assert.are.equal(0, code, err)
+            contains(out, "text: ")   -- the directory's tokenizer.json decodes
+            code, _, err = dgalua(ev .. " --checkpoint " .. shell_quote(tmp("no_such_dir")))
+            assert.are.equal(1, code)
+            contains(err, "no_such_dir")
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/generate.lua") .. " --checkpoint " ..
+                                  shell_quote(dir) .. " --prompt-ids '1' --top-k 3")
+            assert.are.equal(2, code)
+            contains(err, "--temperature")
+        end)
     end)
 end)
 
