@@ -151,6 +151,16 @@ describe("dgalua", function()
             local code, _, err = dgalua(shell_quote(ROOT .. "/scripts/tokenize.lua") .. " --bogus")
             assert.are.equal(2, code)
             contains(err, "unknown option '--bogus'")
+            for _, e in ipairs{"quickstart", "lowdata", "mmlu_dist", "recover"} do
+                code, _, err = dgalua(shell_quote(ROOT .. "/experiments/" .. e .. ".lua") .. " --bogus")
+                assert.are.equal(2, code, e)
+                contains(err, "unknown option '--bogus'")
+            end
+            for _, tool in ipairs{"plot", "is_histogram", "train_tokenizer", "build_store", "inspect_store", "mmlu",
+                                  "gen_api_doc"} do
+                code = dgalua(shell_quote(ROOT .. "/scripts/" .. tool .. ".lua") .. " --bogus")
+                assert.are.equal(2, code, tool)
+            end
             local out
             code, out, err = dgalua(shell_quote(ROOT .. "/scripts/eval.lua") .. " --checkpoint " ..
                                     shell_quote(tmp("none.safetensors")) .. " --data x.bin")
