@@ -296,6 +296,40 @@ describe("dgalua", function()
             contains(err, "not a token id")
         end)
 
+        it("build_store.lua --embedder gpt:DIR takes a checkpoint directory", function()
+            -- a two-source corpus, a tokenizer trained on it, and an untrained model saved as a directory
+            local corpus, _ = tmp("gptcorpus")
+            os.execute("mkdir -p " .. shell_quote(corpus .. "/alpha") .. " " .. shell_quote(corpus .. "/omega"))
+            local r, docs = dga.rng(4), {alpha = {}, omega = {}}
+            for name, letters in pairs{alpha = "abcdefgh", omega = "stuvwxyz"} do
+                for d = 1, 12 do
+                    local words = {}
+                    for i = 1, 60 do
+                        local a, b = 1 + r:below(8), 1 + r:below(8)
+                        words[i] = letters:sub(a, a) .. letters:sub(b, b) .. letters:sub(a, a)
+                    end
+                    docs[name][d] = '{"text": "' .. table.concat(words, " ") .. '"}'
+                end
+                write(corpus .. "/" .. name .. "/part.jsonl", table.concat(docs[name], "\n") .. "\n")
+            end
+            local texts = dga.read_texts(corpus)
+            local tok = dga.tokenizer_train(texts, {vocab = 300})
+            local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 32, vocab = tok:vocab_size(), batch = 2}
+            require("dgalib.model_dir").save(tmp("embedder"), {model = m, tokenizer = tok})
+            local code, out, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(corpus) ..
+                                          " --out " .. shell_quote(tmp("gptstore")) .. " --levels 2 --seq-len 33" ..
+                                          " --tokenizer " .. shell_quote(tmp("embedder/tokenizer.json")) ..
+                                          " --embedder gpt:" .. shell_quote(tmp("embedder")) .. " --quiet")
+            assert.are.equal(0, code, err)
+            contains(out, "level 1: 2 domains")
+            contains(read(tmp("gptstore/manifest.json")), '"name": "gpt"')
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(corpus) ..
+                                  " --out " .. shell_quote(tmp("gptstore2")) .. " --embedder gpt:" ..
+                                  shell_quote(tmp("no_model")) .. " --quiet")
+            assert.are.equal(1, code)
+            contains(err, "no_model")
+        end)
+
         it("train.lua writes a checkpoint directory, resumes it step for step and guards it", function()
             if not need_shard() then return end
             local val = tmp("val.bin")
