@@ -303,7 +303,20 @@ function M.rewrite(code)
         local s, e = spots[k][1], spots[k][2]
         local after = e + 1
         while code:sub(after, after):match("[ \t]") do after = after + 1 end
-        code = code:sub(1, s - 1) .. code:sub(after)
+        local rest = code:sub(after)
+        if not rest:match("^function[^%w_]") then
+            -- `local a, b` with no values declares nils: as globals, `a, b = nil`
+            local pos = rest:match("^[%a_][%w_]*()")
+            while pos do
+                local nxt = rest:match("^[ \t]*,[ \t]*[%a_][%w_]*()", pos)
+                if not nxt then break end
+                pos = nxt
+            end
+            if pos and not rest:match("^[ \t]*=", pos) then
+                rest = rest:sub(1, pos - 1) .. " = nil" .. rest:sub(pos)
+            end
+        end
+        code = code:sub(1, s - 1) .. rest
     end
     return code
 end

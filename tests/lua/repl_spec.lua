@@ -112,6 +112,8 @@ describe("REPL helpers", function()
 
     it("makes top-level locals global and leaves the others alone", function()
         assert.are.equal("a, b = 1, 2", repl.rewrite("local a, b = 1, 2"))
+        assert.are.equal("a, b = nil; c = 1", repl.rewrite("local a, b; local c = 1"))
+        assert.are.equal("x = nil", repl.rewrite("local x"))
         assert.are.equal("function f() local z = 1 end", repl.rewrite("local function f() local z = 1 end"))
         local inner = "for i = 1, 2 do local q = i end; if x then local w = 1 else local u = 2 end"
         assert.are.equal(inner, repl.rewrite(inner))
