@@ -3,7 +3,8 @@
 #   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
 #   make bench      benchmarks (never part of the tests)
 #   make lint       luacheck over the Lua (.luacheckrc)
-#   make deps       install the Debian packages we need (apt-get)
+#   make deps       install the Debian packages the main job needs (apt-get)
+#   make test-deps  install the ones only the tests and benchmarks need
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
 
 BUILD    ?= build
@@ -11,9 +12,11 @@ SAN      ?=
 CC       ?= cc
 PKGS     := lua5.4 openblas jansson zlib
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
-            libcsv-dev libjansson-dev zlib1g-dev libreadline-dev libcmocka-dev lua-argparse lua-busted \
-            lua-filesystem gnuplot-nox python3-torch
-# python3-torch: tests/interop (a checkpoint must load into PyTorch) and make bench's reference
+            libcsv-dev libjansson-dev zlib1g-dev libreadline-dev lua-argparse \
+            lua-filesystem gnuplot-nox
+# Only the tests and benchmarks need these: cmocka and busted run the suite, tests/interop and
+# bench's reference load a checkpoint into PyTorch, and luacheck lints the Lua.
+TEST_DEBS:= libcmocka-dev lua-busted python3-torch lua-check
 
 OPT      ?= -O3 -march=native
 SANITIZE := -fsanitize=address,undefined
@@ -38,7 +41,7 @@ BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 LIB      := $(BUILD)/libdga.a
 EXE      := $(BUILD)/dgalua
 
-.PHONY: all deps tests-bin test test-release bench fuzz data clean
+.PHONY: all deps test-deps tests-bin test test-release bench fuzz data clean
 all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua)
 
 $(BUILD)/core/%.o: core/%.c
@@ -98,11 +101,21 @@ lint:
 data:
 	@scripts/make_data.sh
 
+# apt-get waits for the dpkg lock (another apt process, e.g. unattended upgrades) rather than
+# failing at once.
+APT_GET  := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
+define install_missing
+@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+  $(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; \
+else echo "all $(2) present"; fi
+endef
+
 deps:
-	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	else echo "all dependencies present"; fi
+	$(call install_missing,$(DEBS),dependencies)
+
+test-deps: deps
+	$(call install_missing,$(TEST_DEBS),test dependencies)
 
 clean:
 	rm -rf build dgalua

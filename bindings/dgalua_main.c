@@ -7,8 +7,12 @@
  *   - the project's scripts/ directory is put first on package.path, found relative to the
  *     executable's real path so the tools work from any directory (DGALUA_SCRIPTS overrides);
  *   - --threads N / env DGA_THREADS set the OpenBLAS thread count;
+ *   - errors are reported by the rule below (see user_error), and the exit status is 2 for a
+ *     usage mistake (a bad option, a script that cannot be opened) and 1 for a runtime error;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
- *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting.
+ *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting;
+ *   - the REPL's Lua side is scripts/dgalib/repl.lua: help(), pretty-printed results, tab
+ *     completion of Lua names, and top-level `local`s that persist (see M.rewrite there).
  *
  * Ctrl-C during a computation uses lua.c's technique: the signal handler only installs a
  * debug hook (lua_sethook is documented as async-signal-safe), and the hook raises
@@ -40,9 +44,11 @@
 #define PROMPT1 "> "
 #define PROMPT2 ">> "
 #define HISTORY_MAX 1000
+#define EXIT_USAGE 2
 
 static lua_State *volatile g_L;          /* the state a running chunk can be interrupted in */
 static volatile sig_atomic_t g_sigint;   /* Ctrl-C seen while waiting for input */
+static int g_debug;                      /* --debug / DGALUA_DEBUG=1: always a traceback */
 
 /* ------------------------------------------------------------------ messages and calls */
 
@@ -62,13 +68,55 @@ static int report(lua_State *L, int status)
     return status;
 }
 
-/* Message handler: turns any error value into a string with a traceback. */
+/* The rule for what an error report shows. A user's mistake (a missing file, a bad value, a
+ * malformed line) reaches us as a plain string raised by a tool's error() or by a binding
+ * with the core's message: the traceback would only bury that one line, so it is printed
+ * alone, without the script position either. A bug shows itself differently: the VM's own
+ * messages (indexing nil, arithmetic on a string, a C function given the wrong type), a
+ * failed assert(), or an error value that is not a string. Those keep the traceback, and so
+ * does everything under --debug or DGALUA_DEBUG=1. */
+static int is_bug_message(const char *msg)
+{
+    static const char *const marks[] = {
+        "attempt to ", "stack overflow", "table index is ", "assertion failed!", " expected, got ",
+        "'for' ", "number has no integer representation", "invalid key to 'next'",
+        "wrong number of arguments", "error in error handling", "string slice too long",
+        "object length is not an integer", "invalid value (at index", NULL};
+    for (int i = 0; marks[i]; i++)
+        if (strstr(msg, marks[i])) return 1;
+    return 0;
+}
+
+/* Length of a leading Lua position ("x.lua:12: ", "stdin:3: ", "(command line):1: ",
+ * '[string "..."]:1: '), else 0.
+ * Only chunk names: a core message may itself start with a data file's name and line. */
+static size_t lua_position_len(const char *msg)
+{
+    const char *colon = strstr(msg, ": ");
+    if (!colon) return 0;
+    const char *p = colon;
+    while (p > msg && p[-1] >= '0' && p[-1] <= '9') p--;
+    if (p == colon || p == msg || p[-1] != ':') return 0;
+    size_t name_len = (size_t)(p - 1 - msg);
+    int lua_chunk = (name_len >= 4 && strncmp(p - 5, ".lua", 4) == 0) ||
+                    (name_len == 5 && strncmp(msg, "stdin", 5) == 0) ||
+                    (name_len == 14 && strncmp(msg, "(command line)", 14) == 0) ||
+                    (strncmp(msg, "[string ", 8) == 0 && p[-2] == ']');
+    if (!lua_chunk || memchr(msg, '\n', (size_t)(colon - msg))) return 0;
+    return (size_t)(colon + 2 - msg);
+}
+
+/* Message handler: a user error becomes its message alone, anything else a string with a
+ * traceback. */
 static int msghandler(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    } else if (!g_debug && lua_type(L, 1) == LUA_TSTRING && !is_bug_message(msg)) {
+        lua_pushstring(L, msg + lua_position_len(msg));
+        return 1;
     }
     luaL_traceback(L, L, msg, 1);
     return 1;
@@ -142,6 +190,7 @@ typedef struct {
     int help;
     int has_exec;        /* -e or -l given */
     int threads;         /* --threads N (0: not given) */
+    int debug;           /* --debug */
     const char *bad;     /* the offending option, when parsing failed */
 } cmdline;
 
@@ -156,13 +205,16 @@ static void print_usage(FILE *out)
             "  -i             enter interactive mode after running the script\n"
             "  -v             show version information\n"
             "  --threads N    use N OpenBLAS threads (default: env DGA_THREADS, else OpenBLAS's)\n"
+            "  --debug        report every error with its traceback (default: only bugs)\n"
             "  -h, --help     show this help\n"
             "  --             stop handling options\n"
             "  -              run stdin as a script and stop handling options\n"
             "With no script and no -e: an interactive REPL when stdin is a terminal (history in\n"
             "$DGALUA_HISTORY or ~/.dgalua_history), else stdin is run as a script.\n"
+            "Errors: a mistake in the input (a missing file, a bad value) prints one line; a bug\n"
+            "prints a traceback. Exit status: 0 success, 1 runtime error, 2 usage error.\n"
             "Environment: DGA_THREADS, DGALUA_SCRIPTS (the scripts/ directory put on\n"
-            "package.path), DGALUA_HISTORY.\n");
+            "package.path), DGALUA_HISTORY, DGALUA_DEBUG=1 (as --debug).\n");
 }
 
 /* Parses interpreter options; returns 0 on success. Mirrors lua.c: options end at the
@@ -179,6 +231,7 @@ static int parse_args(int argc, char **argv, cmdline *c)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { c->help = 1; continue; }
         if (strcmp(a, "-i") == 0) { c->interactive = c->version = 1; continue; }
         if (strcmp(a, "-v") == 0) { c->version = 1; continue; }
+        if (strcmp(a, "--debug") == 0) { c->debug = 1; continue; }
         if (strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) {
             if (i + 1 >= argc) { c->bad = a; return 1; }
             c->has_exec = 1;
@@ -209,6 +262,7 @@ static int run_exec_options(lua_State *L, int argc, char **argv, int script)
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) break;
         if (strcmp(a, "--threads") == 0) { i++; continue; }
+        if (strcmp(a, "--debug") == 0) continue;
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l')) continue;
         const char *v = a[2] != '\0' ? a + 2 : argv[++i];
         int status = a[1] == 'e' ? dostring(L, v, "=(command line)") : dolibrary(L, v);
@@ -344,6 +398,7 @@ static void print_version(lua_State *L)
 /* What the REPL carries from one input line to the next. */
 typedef struct {
     lua_State *L;
+    int helper;          /* registry ref of dgalib.repl, or LUA_NOREF when it did not load */
     char *pending;       /* lines of a statement still incomplete, or NULL */
     const char *hist;    /* history file, or NULL */
     int tty;
@@ -388,15 +443,39 @@ static int load_input(lua_State *L, const char *code)
     return luaL_loadbuffer(L, code, strlen(code), "=stdin");
 }
 
-static void print_results(lua_State *L)
+/* Pushes field `name` of the REPL helper module; 0 (nothing pushed) without it. */
+static int push_helper(lua_State *L, int ref, const char *name)
+{
+    if (ref == LUA_NOREF || ref == LUA_REFNIL) return 0;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+    if (lua_isfunction(L, -1)) return 1;
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Prints the results on the stack with the helper's pretty-printer (else print). */
+static void print_results(lua_State *L, int helper)
 {
     int n = lua_gettop(L);
     if (n == 0) return;
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    lua_getglobal(L, "print");
+    if (!push_helper(L, helper, "show")) lua_getglobal(L, "print");
     lua_insert(L, 1);
     if (lua_pcall(L, n, 0, 0) != LUA_OK)
-        print_error(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
+        print_error(lua_pushfstring(L, "error printing the result (%s)", lua_tostring(L, -1)));
+}
+
+/* The code with its top-level `local`s made global by the helper, pushed as a string. */
+static const char *rewrite_input(lua_State *L, int helper, const char *code)
+{
+    if (push_helper(L, helper, "rewrite")) {
+        lua_pushstring(L, code);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    return lua_pushstring(L, code);
 }
 
 static void remember(repl_state *st, const char *code)
@@ -428,15 +507,18 @@ static void process_line(repl_state *st, const char *line)
         print_error("not enough memory for the input line");
         return;
     }
-    int status = load_input(L, code);
+    const char *run = rewrite_input(L, st->helper, code);
+    int status = load_input(L, run);
+    lua_remove(L, -2);   /* the rewritten text */
     if (incomplete(L, status)) {
+        lua_settop(L, 0);
         st->pending = code;
         return;
     }
     remember(st, code);
     free(code);
     if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
-    if (status == LUA_OK) print_results(L);
+    if (status == LUA_OK) print_results(L, st->helper);
     else report(L, status);
     lua_settop(L, 0);
     fflush(stdout);
@@ -461,6 +543,52 @@ static void on_sigint_waiting(int sig)
 {
     (void)sig;
     g_sigint = 1;
+}
+
+/* ------------------------------------------------------------------ tab completion */
+
+static char **g_matches;   /* the helper's candidates for the word being completed */
+static int g_nmatches;
+
+static char *next_match(const char *text, int state)
+{
+    (void)text;
+    return state < g_nmatches ? strdup(g_matches[state]) : NULL;
+}
+
+/* Lua names (globals, fields, methods) through dgalib.repl's complete(); inside a string
+ * literal, readline's file names as before. */
+static char **complete_lua(const char *text, int start, int end)
+{
+    (void)end;
+    repl_state *st = g_repl;
+    if (start > 0 && (rl_line_buffer[start - 1] == '"' || rl_line_buffer[start - 1] == '\'')) return NULL;
+    rl_attempted_completion_over = 1;
+    if (!st) return NULL;
+    lua_State *L = st->L;
+    int top = lua_gettop(L);
+    char **result = NULL;
+    if (push_helper(L, st->helper, "complete")) {
+        lua_pushstring(L, text);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+            int n = (int)luaL_len(L, -1);
+            g_matches = calloc((size_t)n + 1, sizeof *g_matches);
+            g_nmatches = 0;
+            for (int i = 1; g_matches && i <= n; i++) {
+                lua_rawgeti(L, -1, i);
+                if (lua_type(L, -1) == LUA_TSTRING) g_matches[g_nmatches++] = strdup(lua_tostring(L, -1));
+                lua_pop(L, 1);
+            }
+            rl_completion_append_character = '\0';
+            if (g_nmatches > 0) result = rl_completion_matches(text, next_match);
+            for (int i = 0; i < g_nmatches; i++) free(g_matches[i]);
+            free(g_matches);
+            g_matches = NULL;
+            g_nmatches = 0;
+        }
+    }
+    lua_settop(L, top);
+    return result;
 }
 
 /* Terminal REPL on readline's callback interface: select() is interrupted by Ctrl-C (no
@@ -523,10 +651,23 @@ static void repl_plain(repl_state *st)
 static void repl(lua_State *L)
 {
     char histbuf[PATH_MAX];
-    repl_state st = {L, NULL, NULL, isatty(STDIN_FILENO), 0};
+    repl_state st = {L, LUA_NOREF, NULL, NULL, isatty(STDIN_FILENO), 0};
+    /* The helper is optional: without scripts/ on package.path the REPL still works. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "dgalib.repl");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        st.helper = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (push_helper(L, st.helper, "install") && lua_pcall(L, 0, 0, 0) != LUA_OK) lua_pop(L, 1);
+    } else {
+        print_error(lua_pushfstring(L, "REPL helpers unavailable (%s)", luaL_tolstring(L, -1, NULL)));
+    }
+    lua_settop(L, 0);
     if (st.tty) {
         rl_readline_name = PROGNAME;
         rl_catch_signals = 0;   /* SIGINT is ours: see repl_tty */
+        /* '.' and ':' belong to the word, so "dga.to" and "m:for" complete as one name */
+        rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{(,+-*/%^~#[]})";
+        rl_attempted_completion_function = complete_lua;
         using_history();
         stifle_history(HISTORY_MAX);
         st.hist = history_path(histbuf, sizeof histbuf);
@@ -536,6 +677,7 @@ static void repl(lua_State *L)
         repl_plain(&st);
     }
     free(st.pending);
+    if (st.helper != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, st.helper);
     lua_settop(L, 0);
     fflush(stdout);
 }
@@ -559,6 +701,7 @@ static int pmain(lua_State *L)
     if (parse_args(argc, argv, &c) != 0) {
         fprintf(stderr, "%s: unrecognized option or missing value: '%s'\n", PROGNAME, c.bad);
         print_usage(stderr);
+        ma->exit_code = EXIT_USAGE;
         return 0;
     }
     if (c.help) {
@@ -566,6 +709,8 @@ static int pmain(lua_State *L)
         ma->exit_code = EXIT_SUCCESS;
         return 0;
     }
+    const char *dbg = getenv("DGALUA_DEBUG");
+    g_debug = c.debug || (dbg && *dbg && strcmp(dbg, "0") != 0);
     luaL_checkversion(L);
     luaL_openlibs(L);
     set_threads(c.threads);
@@ -579,7 +724,11 @@ static int pmain(lua_State *L)
 
     if (c.version) print_version(L);
     if (run_exec_options(L, argc, argv, c.script) != LUA_OK) return 0;
-    if (c.script && run_script(L, argc, argv, c.script) != LUA_OK) return 0;
+    if (c.script) {
+        int status = run_script(L, argc, argv, c.script);
+        if (status == LUA_ERRFILE) ma->exit_code = EXIT_USAGE;   /* no such script: the command is wrong */
+        if (status != LUA_OK) return 0;
+    }
     if (c.interactive) {
         repl(L);
     } else if (c.script == 0 && !c.has_exec && !c.version) {

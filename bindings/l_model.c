@@ -442,9 +442,10 @@ static int m_logits(lua_State *L)
     return 1;
 }
 
-static const char *const gen_keys[] = {"temperature", "seed", NULL};
+static const char *const gen_keys[] = {"temperature", "top_k", "top_p", "seed", NULL};
 
-/* m:generate(prompt_ids, n_new, {temperature=0, seed=0}) -> table of the n_new new ids. */
+/* m:generate(prompt_ids, n_new, {temperature=0, top_k=0, top_p=1, seed=0}) -> table of the
+ * n_new new ids. */
 static int m_generate(lua_State *L)
 {
     lua_settop(L, 4);   /* scratch values are anchored above the arguments */
@@ -452,20 +453,22 @@ static int m_generate(lua_State *L)
     token_batch p = to_sequence(L, 2, "prompt");
     lua_Integer n_new = luaL_checkinteger(L, 3);
     luaL_argcheck(L, n_new >= 0 && n_new <= 1000000, 3, "expected 0..1000000 new tokens");
-    double temperature = 0;
+    dga_sample_opts so = {.temperature = 0, .top_k = 0, .top_p = 1.0};
     lua_Integer seed = 0;
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
         dgal_check_keys(L, 4, gen_keys, "field");
-        temperature = dgal_opt_num(L, 4, "temperature", 0, 0, 1e6, 0);
+        so.temperature = dgal_opt_num(L, 4, "temperature", 0, 0, 1e6, 0);
+        so.top_k = (int)dgal_opt_int(L, 4, "top_k", 0, 0, INT_MAX);
+        so.top_p = dgal_opt_num(L, 4, "top_p", 1.0, 0, 1.0, DGAL_LO_OPEN);
         seed = dgal_opt_int(L, 4, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
     dga_rng rng;
     dga_rng_seed(&rng, (uint64_t)seed);
     luaL_argcheck(L, n_new <= INT32_MAX && p.T <= INT32_MAX, 3, "too many tokens");
     int32_t *out = dgal_scratch(L, ((size_t)n_new + 1) * sizeof(int32_t));
-    DGAL_CHECK(L, dga_model_generate(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, temperature,
-                                     &rng, out));
+    DGAL_CHECK(L, dga_model_generate_sampled(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, &so,
+                                             &rng, out));
     lua_createtable(L, (int)n_new, 0);
     for (lua_Integer i = 0; i < n_new; i++) {
         lua_pushinteger(L, out[i]);

@@ -177,6 +177,53 @@ static int m_gc(lua_State *L)
     return 0;
 }
 
+/* NumPy's layout: nested brackets, one row per line, and past a total of PREVIEW_MAX
+ * elements only the first and last PREVIEW_EDGE entries of each long dimension. */
+#define PREVIEW_MAX 64
+#define PREVIEW_EDGE 3
+#define TOSTRING_HEAD "dga.tensor("
+
+static void add_number(luaL_Buffer *b, const dga_tensor *t, int64_t i)
+{
+    char num[32];
+    if (t->dtype == DGA_F32) snprintf(num, sizeof num, "%.6g", (double)dga_tensor_f32(t)[i]);
+    else snprintf(num, sizeof num, "%d", (int)dga_tensor_i32(t)[i]);
+    luaL_addstring(b, num);
+}
+
+/* Dimension d of the block starting at flat index `base`; `stride` elements per entry. */
+static void add_block(luaL_Buffer *b, const dga_tensor *t, int d, int64_t base, int truncate)
+{
+    if (d >= DGA_MAX_DIMS) return;
+    int64_t n = t->shape[d], stride = 1;
+    for (int e = d + 1; e < t->ndim; e++) stride *= t->shape[e];
+    int skip = truncate && n > 2 * PREVIEW_EDGE;
+    luaL_addchar(b, '[');
+    for (int64_t i = 0; i < n; i++) {
+        if (skip && i == PREVIEW_EDGE) {
+            i = n - PREVIEW_EDGE;
+            if (d == t->ndim - 1) {
+                luaL_addstring(b, "..., ");
+            } else {
+                luaL_addstring(b, "...,\n");
+                for (int k = 0; k < (int)strlen(TOSTRING_HEAD) + d + 1; k++) luaL_addchar(b, ' ');
+            }
+        }
+        if (d == t->ndim - 1) add_number(b, t, base + i);
+        else add_block(b, t, d + 1, base + i * stride, truncate);
+        if (i + 1 < n) {
+            if (d == t->ndim - 1) {
+                luaL_addstring(b, ", ");
+            } else {
+                luaL_addchar(b, ',');
+                for (int k = d + 1; k < t->ndim; k++) luaL_addchar(b, '\n');
+                for (int k = 0; k < (int)strlen(TOSTRING_HEAD) + d + 1; k++) luaL_addchar(b, ' ');
+            }
+        }
+    }
+    luaL_addchar(b, ']');
+}
+
 static int m_tostring(lua_State *L)
 {
     dga_tensor **box = luaL_checkudata(L, 1, DGAL_TENSOR);
@@ -185,23 +232,14 @@ static int m_tostring(lua_State *L)
         return 1;
     }
     const dga_tensor *t = *box;
-    char desc[96], num[32];
+    char desc[96];
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    luaL_addstring(&b, "dga.tensor(");
+    luaL_addstring(&b, TOSTRING_HEAD);
+    if (t->ndim == 0 || t->numel == 0) luaL_addstring(&b, "[]");
+    else add_block(&b, t, 0, 0, t->numel > PREVIEW_MAX);
+    luaL_addstring(&b, ", ");
     luaL_addstring(&b, dga_tensor_describe(t, desc, sizeof desc));
-    if (t->numel) luaL_addstring(&b, ": ");
-    for (int64_t i = 0; i < t->numel; i++) {
-        if (t->numel > 8 && i == 6) {   /* the head and the tail of long tensors */
-            luaL_addstring(&b, " ...");
-            i = t->numel - 2;
-        }
-        if (t->dtype == DGA_F32)
-            snprintf(num, sizeof num, "%s%.6g", i ? " " : "", (double)dga_tensor_f32(t)[i]);
-        else
-            snprintf(num, sizeof num, "%s%d", i ? " " : "", (int)dga_tensor_i32(t)[i]);
-        luaL_addstring(&b, num);
-    }
     luaL_addchar(&b, ')');
     luaL_pushresult(&b);
     return 1;

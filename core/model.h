@@ -142,6 +142,18 @@ dga_status dga_model_hidden_sum(dga_model *m, const int32_t *tokens, int n, floa
 dga_status dga_model_generate(dga_model *m, const int32_t *prompt, int n_prompt, int n_new,
                               double temperature, dga_rng *rng, int32_t *out);
 
+/* Sampling restricted as well: with temperature > 0, only the top_k most likely tokens
+ * (0: all) and, of those, the smallest set whose renormalised probability reaches top_p
+ * (1: all) can be drawn. top_k = 0 and top_p = 1 draw exactly as dga_model_generate. */
+typedef struct {
+    double temperature;
+    int top_k;
+    double top_p;
+} dga_sample_opts;
+dga_status dga_model_generate_sampled(dga_model *m, const int32_t *prompt, int n_prompt,
+                                      int n_new, const dga_sample_opts *opts, dga_rng *rng,
+                                      int32_t *out);
+
 /* Checks that the n = B x T token ids lie in [0, V) or, when allow_ignore (targets), equal
  * DGA_IGNORE. The message reads "<fn>: token id 40 at [2,3] outside vocabulary [0, 32)"
  * (target id for targets), row and column 1-based. Every dga_model_* function that takes

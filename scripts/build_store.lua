@@ -26,8 +26,8 @@ p:option("--train-mb", "Train the tokenizer on at most this many MB per source (
 p:option("--seed", "k-means seed.", "1")
 p:option("--iters", "Lloyd iterations per clustering.", "25")
 p:option("--embedder", "Sequence embedder: hash384, hash1024 (purer domains, about 2x the time), or "
-         .. "gpt:CKPT (mean-pooled hidden states of a trained dgalua model; its tokenizer.json "
-         .. "must sit beside CKPT).", "hash384")
+         .. "gpt:CKPT (mean-pooled hidden states of a trained dgalua model: a checkpoint directory "
+         .. "from train.lua --save, or a .safetensors file with its tokenizer.json beside it).", "hash384")
 p:flag("--euclidean", "Plain k-means (mean centroids, Euclidean) instead of spherical.")
 p:flag("--embeddings", "Also write the sequence embeddings, embeddings.npy (float32 [sequences, dim], "
        .. "store row order; 1.5 KB per sequence with hash384).")
@@ -47,6 +47,12 @@ for item in a.levels:gmatch("[^,]+") do levels[#levels + 1] = args.check_int(p, 
 if #levels == 0 then p:error("--levels: expected a comma-separated list such as 64,64") end
 
 local runinfo = require "dgalib.runinfo"
+local embedder = a.embedder
+if embedder:match("^gpt:") then
+    -- the core reads a model file and the tokenizer.json beside it, which is the directory's layout
+    local paths = require("dgalib.model_dir").resolve(embedder:sub(5))
+    embedder = "gpt:" .. paths.model
+end
 local t0 = runinfo.now()
 local clock0 = os.clock()
 local _, stats = dga.store_build{
@@ -55,7 +61,7 @@ local _, stats = dga.store_build{
     tokenizer = a.tokenizer, vocab = args.check_int(p, a.vocab, "--vocab", 257),
     max_mb = num_opt(a.max_mb, "--max-mb"), train_mb = num_opt(a.train_mb, "--train-mb"),
     seed = args.check_int(p, a.seed, "--seed", 0), iters = args.check_int(p, a.iters, "--iters", 1),
-    spherical = not a.euclidean, embedder = a.embedder, save_embeddings = a.embeddings,
+    spherical = not a.euclidean, embedder = embedder, save_embeddings = a.embeddings,
     verbose = not a.quiet,
 }
 require("dgalib.data").warn_skipped(stats)

@@ -1,6 +1,6 @@
 -- Mean next-token loss of a checkpoint over a token shard.
 --
---   dgalua scripts/eval.lua --checkpoint ckpt.safetensors --data SHARD.bin [--batch 16]
+--   dgalua scripts/eval.lua --checkpoint CKPT_DIR_OR_FILE --data SHARD.bin [--batch 16]
 --
 -- The shard is cut into consecutive windows of context+1 tokens at stride `context` (every
 -- token but the first is predicted exactly once, with the context available inside its
@@ -12,7 +12,7 @@ local args = require "dgalib.args"
 local windows = require "dgalib.windows"
 
 local parser = argparse("eval.lua", "Mean next-token loss of a checkpoint over a token shard.")
-parser:option("--checkpoint", "Checkpoint (safetensors, from train.lua)."):count(1)
+parser:option("--checkpoint", "Checkpoint directory (from train.lua --save) or .safetensors file."):count(1)
 parser:option("--data", "Token shard (llm.c format)."):count(1)
 parser:option("--batch", "Windows per evaluation call.", "16"):convert(args.int(1))
 parser:option("--max-windows", "Evaluate at most this many windows (0: all).", "0")
@@ -23,7 +23,7 @@ local opt = parser:parse()
 if opt.threads then dga.set_threads(opt.threads) end
 if not dga.load_checkpoint then error("this dgalua has no dga.load_checkpoint") end
 if not dga.shard_read then error("this dgalua has no dga.shard_read (text bindings missing)") end
-local ck = dga.load_checkpoint(opt.checkpoint)
+local ck = require("dgalib.model_dir").load(opt.checkpoint)
 local model = ck.model
 local cfg = model:config()
 local tokens = dga.shard_read(opt.data)

@@ -1,31 +1,38 @@
 -- Generates tokens from a checkpoint.
 --
---   dgalua scripts/generate.lua --checkpoint ckpt.safetensors --prompt-ids "1 2 3" --tokens 20 \
---       [--temperature 0.8] [--seed 1] [--tokenizer tok.json [--prompt "text"]]
+--   dgalua scripts/generate.lua --checkpoint CKPT_DIR_OR_FILE --prompt-ids "1 2 3" --tokens 20 \
+--       [--temperature 0.8] [--top-k 40] [--top-p 0.9] [--seed 1] [--tokenizer tok.json] [--prompt "text"]
 --
--- Prints the generated ids (the new ones only) on one line; with --tokenizer also the decoded
--- text on a second line, "text: ...". Temperature 0 (the default) is greedy decoding; above 0
--- tokens are sampled from softmax(logits / temperature) with a generator seeded from --seed.
+-- Prints the generated ids (the new ones only) on one line; with a tokenizer (--tokenizer, or
+-- the checkpoint's tokenizer.json) also the decoded text on a second line, "text: ...".
+-- Temperature 0 (the default) is greedy decoding; above 0 tokens are sampled from
+-- softmax(logits / temperature), restricted to the k most likely tokens (--top-k) and to the
+-- smallest set whose probability reaches p (--top-p, nucleus sampling), with a generator
+-- seeded from --seed.
 local argparse = require "argparse"
 local args = require "dgalib.args"
 
 local parser = argparse("generate.lua", "Generate tokens from a checkpoint.")
-parser:option("--checkpoint", "Checkpoint (safetensors, from train.lua)."):count(1)
+parser:option("--checkpoint", "Checkpoint directory (from train.lua --save) or .safetensors file."):count(1)
 parser:option("--prompt-ids", "Prompt token ids, e.g. \"1 2 3\".")
 parser:option("--prompt", "Prompt text (needs --tokenizer).")
-parser:option("--tokenizer", "Tokenizer file (dga.tokenizer_load) to encode / decode text.")
+parser:option("--tokenizer", "Tokenizer file (dga.tokenizer_load) to encode / decode text "
+              .. "(default: the checkpoint's tokenizer.json, if any).")
 parser:option("--tokens", "Number of tokens to generate.", "20"):convert(args.int(0))
 parser:option("--temperature", "0: greedy; > 0: sampling.", "0"):convert(args.number(0))
+parser:option("--top-k", "Sample among the k most likely tokens only (0: all).", "0"):convert(args.int(0))
+parser:option("--top-p", "Sample from the smallest set of tokens whose probability reaches p (1: all).", "1")
+      :convert(args.number(0, 1))
 parser:option("--seed", "Seed of the sampling generator.", "0"):convert(args.int())
 parser:option("--threads", "OpenBLAS threads."):convert(args.int(1))
 local opt = parser:parse()
 
 if opt.threads then dga.set_threads(opt.threads) end
-local tok
-if opt.tokenizer then
-    if not dga.tokenizer_load then error("this dgalua has no dga.tokenizer_load") end
-    tok = dga.tokenizer_load(opt.tokenizer)
+if opt.top_p == 0 then args.fail(parser, "--top-p must be above 0 (1 keeps every token)") end
+if (opt.top_k > 0 or opt.top_p < 1) and opt.temperature == 0 then
+    args.fail(parser, "--top-k and --top-p restrict sampling: give a --temperature above 0")
 end
+local ck, tok = require("dgalib.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
 
 local prompt
 if opt.prompt_ids then
@@ -39,9 +46,9 @@ else
     args.fail(parser, "give --prompt-ids (or --prompt with --tokenizer)")
 end
 
-if not dga.load_checkpoint then error("this dgalua has no dga.load_checkpoint") end
-local model = dga.load_checkpoint(opt.checkpoint).model
-local out = model:generate(prompt, opt.tokens, {temperature = opt.temperature, seed = opt.seed})
+local model = ck.model
+local out = model:generate(prompt, opt.tokens, {temperature = opt.temperature, top_k = opt.top_k,
+                                                top_p = opt.top_p, seed = opt.seed})
 local parts = {}
 for i, id in ipairs(out) do parts[i] = tostring(id) end
 print(table.concat(parts, " "))

@@ -6,7 +6,8 @@
 --   specific_loss.{gp,dat files,png,svg}   the specific held-out loss against steps, one
 --                                          line per run (legend: run name / policy)
 --   weights_<run>.{gp,dat,png,svg}         each run's mixture weights over time as stacked
---                                          areas: the top N domains and "other"
+--                                          areas: the top N domains and "other", the
+--                                          legend in stack order (top band first)
 -- The .gp scripts stay next to the figures so a figure can be restyled by hand.
 -- As a module (require "plot"): plot.loss_figure(runs, out, opts), plot.weights_figure(run,
 -- out, opts), plot.read_run(dir), plot.run_gnuplot(script_path).
@@ -41,6 +42,15 @@ function M.read_run(dir)
     run.domain_names = {}
     for _, r in ipairs(doms) do run.domain_names[r.domain] = tostring(r.name) end
     return run
+end
+
+-- A domain's legend text. The trainer names a store domain "12:latex 83%", where 83% is the
+-- share of the domain's sequences that come from its main source, not a mixture weight:
+-- the legend says so, "12: latex (83% of its sequences)".
+function M.domain_label(name)
+    local d, source, pct = tostring(name):match("^(%d+):(.-) (%d+)%%$")
+    if d then return string.format("%s: %s (%s%% of its sequences)", d, source, pct) end
+    return tostring(name)
 end
 
 function M.label(run)
@@ -177,8 +187,10 @@ function M.weights_figure(run, out, opts)
                               .. table.concat(rows, "\n") .. "\n")
     local plots = {}
     local ncol = #shown + (has_other and 1 or 0)
-    for c = 1, ncol do
-        local title = c <= #shown and (run.domain_names[shown[c]] or ("domain " .. shown[c]))
+    -- The key lists entries in plot order: plotting the top band first puts the legend in
+    -- the order the areas are stacked, "other" (the top band) first.
+    for c = ncol, 1, -1 do
+        local title = c <= #shown and M.domain_label(run.domain_names[shown[c]] or ("domain " .. shown[c]))
                       or "other"
         local colour = c <= #shown and PALETTE[(c - 1) % #PALETTE + 1] or OTHER
         local lower = c == 1 and "(0)" or tostring(c)
@@ -253,6 +265,7 @@ end
 
 local function main(args)
     local argparse = require "argparse"
+    require "dgalib.args"   -- usage errors exit with status 2
     local p = argparse("plot.lua", "Draw loss curves and mixture-weight evolutions of runs with gnuplot.")
     p:argument("runs", "Run directories (each holding metrics.csv, weights.csv).")
         :args("+")

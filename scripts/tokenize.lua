@@ -7,6 +7,7 @@
 -- tokens when the vocabulary fits (<= 65536), uint32 otherwise. Progress on stderr, a summary
 -- on stdout.
 local argparse = require "argparse"
+require "dgalib.args"   -- usage errors exit with status 2
 
 local p = argparse("tokenize.lua", "Encode a corpus into a token shard (llm.c format).")
 p:option("--corpus", "Corpus directory or a .jsonl / .txt file."):count(1)

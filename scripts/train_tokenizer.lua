@@ -8,6 +8,7 @@
 -- one domain. Skipped lines (bad JSON, no "text", invalid UTF-8) are reported on stderr.
 -- Progress goes to stderr; a summary (vocabulary, bytes per token on the sample) to stdout.
 local argparse = require "argparse"
+require "dgalib.args"   -- usage errors exit with status 2
 
 local p = argparse("train_tokenizer.lua", "Train a byte-level BPE tokenizer (Hugging Face tokenizer.json).")
 p:option("--corpus", "Corpus directory (one subdirectory per domain), or a .jsonl / .txt file."):count(1)

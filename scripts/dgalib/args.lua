@@ -5,8 +5,22 @@
 --   parser:option("--lr"):convert(args.number(0))         -- finite number >= 0
 --   args.ids("1 2 3")  -> {1, 2, 3} (or nil, message)
 --   args.check_int(parser, "12", "--level", 1)  -> 12 (or the parser's error naming --level)
---   args.fail(parser, msg)  -> prints usage + message, exits 1 (argparse's own error path)
+--   args.fail(parser, msg)  -> prints usage + message, exits 2 (argparse's own error path)
+--
+-- Loading this module makes every argparse parser exit with status 2 on a usage error, as
+-- dgalua does for its own options (1 stays the status of a runtime error): the tools and
+-- dgalib.experiment load it before parsing.
+local argparse = require "argparse"
+
 local M = {}
+
+M.EXIT_USAGE = 2
+
+-- argparse does not export its Parser class: an instance's metatable is the class.
+getmetatable(argparse("probe")).error = function(self, msg)
+    io.stderr:write(("%s\n\nError: %s\n"):format(self:get_usage(), msg))
+    os.exit(M.EXIT_USAGE)
+end
 
 -- Converter for an integer >= lo (and <= hi when given).
 function M.int(lo, hi)
@@ -59,7 +73,7 @@ function M.check_int(parser, v, name, lo)
 end
 
 function M.fail(parser, msg)
-    parser:error(msg)   -- prints usage and the message on stderr, exits with status 1
+    parser:error(msg)   -- prints usage and the message on stderr, exits with status 2
 end
 
 -- The vocabulary size a shard declares (dga.shard_read's info), or nil.

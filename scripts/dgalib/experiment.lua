@@ -8,6 +8,7 @@
 --   local train, heldout = exp.split(seqs, n_heldout)
 --   exp.print_table(rows, {{"policy", "%s"}, {"specific_loss", "%.4f"}})
 local runinfo = require "dgalib.runinfo"
+require "dgalib.args"   -- usage errors exit with status 2
 local csvlog = require "dgalib.csvlog"
 
 local M = {}

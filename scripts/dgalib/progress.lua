@@ -7,10 +7,14 @@
 --   p:finish()
 --
 -- Output goes to opts.out (default io.stderr, so stdout stays free for results). On a
--- terminal the line is rewritten in place; otherwise one line per update (every `every`
--- steps, default 1, and always the last step). Extra numeric fields of the update table
--- are shown after the standard ones as "name value". Timing uses a monotonic clock from
--- lua-system when present (os.time otherwise); nothing else depends on it.
+-- terminal the line is rewritten in place every `every` steps (default 1). Elsewhere (a log
+-- file, a pipe) a refresh per step would bury the results, so of those steps a line is
+-- written only at milestones: the first, the last step, one whose extra fields changed (a
+-- new evaluation), one a tenth of `total` after the last line (opts.milestone_every
+-- overrides), and p:milestone().
+-- Extra numeric fields of the update table are shown after the standard ones as
+-- "name value". Timing uses a monotonic clock from lua-system when present (os.time
+-- otherwise); nothing else depends on it.
 local M = {}
 
 local ok_sys, sys = pcall(require, "system")
@@ -41,9 +45,10 @@ local Progress = {}
 Progress.__index = Progress
 
 local function stderr_is_tty()
-    local ok = os.execute("[ -t 2 ] 2>/dev/null")
-    return ok == true
+    if dga and dga.isatty then return dga.isatty(2) end
+    return os.execute("[ -t 2 ] 2>/dev/null") == true
 end
+M.stderr_is_tty = stderr_is_tty
 
 function M.new(opts)
     opts = opts or {}
@@ -62,6 +67,8 @@ function M.new(opts)
     else
         self.overwrite = self.out == io.stderr and stderr_is_tty()
     end
+    local default_mark = self.total and math.max(1, math.ceil(self.total / 10)) or 100 * self.every
+    self.milestone_every = math.max(1, math.floor(opts.milestone_every or default_mark))
     return self
 end
 
@@ -105,12 +112,18 @@ function Progress:line(step, fields)
     return table.concat(parts, " | ")
 end
 
-function Progress:update(step, fields)
-    fields = fields or {}
-    self.tokens = self.tokens + (fields.tokens or 0)
-    self.step = step
-    local last = self.total and step >= self.total
-    if (step - self.first) % self.every ~= 0 and not last then return end
+-- The extra fields as one comparable string: a change means a new evaluation came in.
+local function extras_key(fields)
+    local keys = {}
+    for k, v in pairs(fields) do
+        if not standard[k] and type(v) == "number" then keys[#keys + 1] = k end
+    end
+    table.sort(keys)
+    for i, k in ipairs(keys) do keys[i] = k .. "=" .. string.format("%.17g", fields[k]) end
+    return table.concat(keys, ",")
+end
+
+function Progress:write_line(step, fields)
     local line = self:line(step, fields)
     if self.overwrite then
         local pad = math.max(0, self.last_len - #line)
@@ -120,6 +133,29 @@ function Progress:update(step, fields)
         self.out:write(line, "\n")
     end
     self.out:flush()
+end
+
+function Progress:update(step, fields)
+    fields = fields or {}
+    self.tokens = self.tokens + (fields.tokens or 0)
+    self.step = step
+    local last = self.total and step >= self.total
+    if (step - self.first) % self.every ~= 0 and not last then return end
+    if self.overwrite then return self:write_line(step, fields) end
+    local key = extras_key(fields)
+    local due = last or self.printed == nil or key ~= self.printed_key
+        or step - self.printed >= self.milestone_every
+    if not due then return end
+    self.printed, self.printed_key = step, key
+    self:write_line(step, fields)
+end
+
+-- A line now, whatever the output (an evaluation or a checkpoint the caller wants on record).
+function Progress:milestone(step, fields)
+    if not self.overwrite then
+        self.printed, self.printed_key = step, extras_key(fields or {})
+    end
+    self:write_line(step, fields or {})
 end
 
 -- Ends an in-place line with a newline.

@@ -78,11 +78,15 @@ describe("dgalua", function()
             contains(out, "i1\n")
             contains(out, "i2\n")
             contains(out, "still here\n")
-            contains(err, "dgalua: stdin:1: oops")
+            contains(err, "dgalua: oops\n")
         end)
 
-        it("reports errors with a traceback and a non-zero status", function()
+        it("reports errors with a non-zero status, a traceback under --debug", function()
             local code, out, err = dgalua("-e 'local function f() error(\"boom\") end f()'")
+            assert.are.equal(1, code)
+            assert.are.equal("", out)
+            assert.are.equal("dgalua: boom\n", err)
+            code, out, err = dgalua("--debug -e 'local function f() error(\"boom\") end f()'")
             assert.are.equal(1, code)
             assert.are.equal("", out)
             contains(err, "dgalua: (command line):1: boom")
@@ -94,7 +98,7 @@ describe("dgalua", function()
             contains(err, "dgalua: ")
             contains(err, "bad.lua:1:")
             code, out, err = dgalua(shell_quote(tmp("missing.lua")))
-            assert.are.equal(1, code)
+            assert.are.equal(2, code)
             assert.are.equal("", out)
             contains(err, "cannot open")
         end)
@@ -108,11 +112,64 @@ describe("dgalua", function()
             contains(out, "dgalua " .. dga.version)
             local _, err
             code, _, err = dgalua("--frobnicate")
-            assert.are.equal(1, code)
+            assert.are.equal(2, code)
             contains(err, "'--frobnicate'")
             code, _, err = dgalua("--threads 0 -e 'print(1)'")
-            assert.are.equal(1, code)
+            assert.are.equal(2, code)
             contains(err, "'--threads'")
+        end)
+
+        it("a user's mistake prints one line; a bug and DGALUA_DEBUG=1 a traceback", function()
+            write(tmp("mistake.lua"), "local function f() error('x.bin: no such shard') end\nf()\n")
+            local code, out, err = dgalua(shell_quote(tmp("mistake.lua")))
+            local _
+            assert.are.equal(1, code)
+            assert.are.equal("", out)
+            assert.are.equal("dgalua: x.bin: no such shard\n", err)
+            code, _, err = run("DGALUA_DEBUG=1 " .. shell_quote(DGALUA) .. " " .. shell_quote(tmp("mistake.lua")))
+            assert.are.equal(1, code)
+            contains(err, "mistake.lua:1: x.bin: no such shard")
+            contains(err, "stack traceback:")
+            -- a core error names the file, alone on its line
+            code, _, err = dgalua("-e 'dga.shard_read(\"" .. tmp("absent.bin") .. "\")'")
+            assert.are.equal(1, code)
+            assert.are.equal(1, select(2, err:gsub("\n", "")), err)
+            contains(err, tmp("absent.bin"))
+            -- a data file's own name and line are not taken for a script position
+            code, _, err = dgalua("-e 'error(\"corpus/a.jsonl:12: bad JSON\", 0)'")
+            assert.are.equal(1, code)
+            assert.are.equal("dgalua: corpus/a.jsonl:12: bad JSON\n", err)
+            write(tmp("bug.lua"), "local t = nil\nprint(t.field)\n")
+            code, _, err = dgalua(shell_quote(tmp("bug.lua")))
+            assert.are.equal(1, code)
+            contains(err, "attempt to index a nil value")
+            contains(err, "stack traceback:")
+            code, _, err = dgalua("-e 'assert(false)'")
+            assert.are.equal(1, code)
+            contains(err, "stack traceback:")
+        end)
+
+        it("tools: a bad argument exits 2, a missing input file 1 with one line", function()
+            local code, _, err = dgalua(shell_quote(ROOT .. "/scripts/tokenize.lua") .. " --bogus")
+            assert.are.equal(2, code)
+            contains(err, "unknown option '--bogus'")
+            for _, e in ipairs{"quickstart", "lowdata", "mmlu_dist", "recover"} do
+                code, _, err = dgalua(shell_quote(ROOT .. "/experiments/" .. e .. ".lua") .. " --bogus")
+                assert.are.equal(2, code, e)
+                contains(err, "unknown option '--bogus'")
+            end
+            for _, tool in ipairs{"plot", "is_histogram", "train_tokenizer", "build_store", "inspect_store", "mmlu",
+                                  "gen_api_doc"} do
+                code = dgalua(shell_quote(ROOT .. "/scripts/" .. tool .. ".lua") .. " --bogus")
+                assert.are.equal(2, code, tool)
+            end
+            local out
+            code, out, err = dgalua(shell_quote(ROOT .. "/scripts/eval.lua") .. " --checkpoint " ..
+                                    shell_quote(tmp("none.safetensors")) .. " --data x.bin")
+            assert.are.equal(1, code)
+            assert.are.equal("", out)
+            assert.are.equal(1, select(2, err:gsub("\n", "")), err)
+            contains(err, tmp("none.safetensors"))
         end)
 
         it("sets the OpenBLAS thread count from --threads and DGA_THREADS", function()
@@ -153,10 +210,10 @@ describe("dgalua", function()
 
         it("train.lua rejects bad arguments", function()
             local code, _, err = dgalua(shell_quote(ROOT .. "/scripts/train.lua") .. " --steps 3")
-            assert.are.equal(1, code)
+            assert.are.equal(2, code)
             contains(err, "--data")
             code, _, err = dgalua(shell_quote(ROOT .. "/scripts/train.lua") .. " --data x --steps 0")
-            assert.are.equal(1, code)
+            assert.are.equal(2, code)
             contains(err, "0 is outside 1..")
         end)
 
@@ -232,8 +289,117 @@ describe("dgalua", function()
             local _, s2 = dgalua(gen .. " --temperature 1 --seed 5")
             assert.are.equal(s1, s2)
             code, _, err = dgalua(gen .. " --prompt-ids 'a b'")
-            assert.are.equal(1, code)
+            assert.are.equal(2, code)
             contains(err, "not a token id")
+        end)
+
+        it("build_store.lua --embedder gpt:DIR takes a checkpoint directory", function()
+            -- a two-source corpus, a tokenizer trained on it, and an untrained model saved as a directory
+            local corpus, _ = tmp("gptcorpus")
+            os.execute("mkdir -p " .. shell_quote(corpus .. "/alpha") .. " " .. shell_quote(corpus .. "/omega"))
+            local r, docs = dga.rng(4), {alpha = {}, omega = {}}
+            for name, letters in pairs{alpha = "abcdefgh", omega = "stuvwxyz"} do
+                for d = 1, 12 do
+                    local words = {}
+                    for i = 1, 60 do
+                        local a, b = 1 + r:below(8), 1 + r:below(8)
+                        words[i] = letters:sub(a, a) .. letters:sub(b, b) .. letters:sub(a, a)
+                    end
+                    docs[name][d] = '{"text": "' .. table.concat(words, " ") .. '"}'
+                end
+                write(corpus .. "/" .. name .. "/part.jsonl", table.concat(docs[name], "\n") .. "\n")
+            end
+            local texts = dga.read_texts(corpus)
+            local tok = dga.tokenizer_train(texts, {vocab = 300})
+            local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 32, vocab = tok:vocab_size(), batch = 2}
+            require("dgalib.model_dir").save(tmp("embedder"), {model = m, tokenizer = tok})
+            local code, out, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(corpus) ..
+                                          " --out " .. shell_quote(tmp("gptstore")) .. " --levels 2 --seq-len 33" ..
+                                          " --tokenizer " .. shell_quote(tmp("embedder/tokenizer.json")) ..
+                                          " --embedder gpt:" .. shell_quote(tmp("embedder")) .. " --quiet")
+            assert.are.equal(0, code, err)
+            contains(out, "level 1: 2 domains")
+            contains(read(tmp("gptstore/manifest.json")), '"name": "gpt"')
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(corpus) ..
+                                  " --out " .. shell_quote(tmp("gptstore2")) .. " --embedder gpt:" ..
+                                  shell_quote(tmp("no_model")) .. " --quiet")
+            assert.are.equal(1, code)
+            contains(err, "no_model")
+        end)
+
+        it("train.lua writes a checkpoint directory, resumes it step for step and guards it", function()
+            if not need_shard() then return end
+            local val = tmp("val.bin")
+            local v = dga.zeros(400, "int32")
+            for i = 1, 400 do v[i] = (i * 5 + (i // 7)) % 32 end
+            dga.shard_write(val, v, 32)
+            -- any tokenizer of 32 ids or fewer decodes the generated text
+            dga.tokenizer_train({"abc abd"}, {vocab = 260}):save(tmp("tok_src.json"))
+            local dir, again = tmp("run_full"), tmp("run_split")
+            local opts = " --val " .. shell_quote(val) .. " --val-every 5 --tokenizer " .. shell_quote(tmp("tok_src.json"))
+            local _
+            local code, out, err = train(3, opts .. " --quiet --save " .. shell_quote(dir) .. " --log " ..
+                                         shell_quote(tmp("full.csv")))
+            assert.are.equal(0, code, err)
+            contains(out, "val loss ")
+            for _, f in ipairs{"model.safetensors", "config.json", "tokenizer.json"} do
+                assert.is_true(h.exists(dir .. "/" .. f), f)
+            end
+            local config = read(dir .. "/config.json")
+            for _, key in ipairs{'"n_embd": 16', '"n_layer": 1', '"n_head": 2', '"n_positions": 8', '"vocab_size": 32',
+                                 '"model_type": "gpt2"'} do
+                contains(config, key)
+            end
+            -- the validation loss is in the log every 5 steps
+            local log = read(tmp("full.csv"))
+            contains(log, "step,loss,grad_norm,lr,val_loss\n")
+            assert.truthy(log:match("\n5,[^\n]+,%d[^,\n]*\n"), log)
+            assert.truthy(log:match("\n4,[^\n]+,\n"), log)
+
+            -- stopped at step 10 and resumed: the same log, the same final weights
+            code, _, err = train(3, opts .. " --quiet --checkpoint-every 5 --stop-at 10 --save " ..
+                                 shell_quote(again) .. " --log " .. shell_quote(tmp("split.csv")))
+            assert.are.equal(0, code, err)
+            assert.is_false(read(tmp("split.csv")):find("\n11,", 1, true) ~= nil)
+            code, out, err = train(3, opts .. " --checkpoint-every 5 --resume --save " .. shell_quote(again) ..
+                                   " --log " .. shell_quote(tmp("split.csv")))
+            assert.are.equal(0, code, err)
+            contains(err, "resuming")
+            assert.are.equal(read(tmp("full.csv")), read(tmp("split.csv")))
+            local final = out:match("final loss %S+ %(mean of last 10 steps %S+%)")
+            assert.truthy(final, out)
+
+            -- a finished run resumed again prints its own summary
+            code, out, err = train(3, opts .. " --quiet --resume --save " .. shell_quote(again))
+            assert.are.equal(0, code, err)
+            contains(out, final)
+            assert.is_nil(out:find("nan", 1, true), out)
+
+            -- an existing checkpoint is not overwritten by accident
+            code, _, err = train(3, " --quiet --save " .. shell_quote(again))
+            assert.are.equal(2, code)
+            contains(err, "already holds a checkpoint")
+            code = train(3, " --quiet --overwrite --steps 2 --save " .. shell_quote(again))
+            assert.are.equal(0, code)
+
+            -- the tools take the directory: eval gives the same loss as on the single file
+            local ev = shell_quote(ROOT .. "/scripts/eval.lua") .. " --data " .. shell_quote(shard)
+            local _, a = dgalua(ev .. " --checkpoint " .. shell_quote(dir))
+            local _, b = dgalua(ev .. " --checkpoint " .. shell_quote(dir .. "/model.safetensors"))
+            contains(a, "loss ")
+            assert.are.equal(a, b)
+            code, out, err = dgalua(shell_quote(ROOT .. "/scripts/generate.lua") .. " --checkpoint " ..
+                                    shell_quote(dir) .. " --prompt-ids '1 2' --tokens 4 --temperature 1" ..
+                                    " --top-k 3 --top-p 0.9 --seed 2")
+            assert.are.equal(0, code, err)
+            contains(out, "text: ")   -- the directory's tokenizer.json decodes
+            code, _, err = dgalua(ev .. " --checkpoint " .. shell_quote(tmp("no_such_dir")))
+            assert.are.equal(1, code)
+            contains(err, "no_such_dir")
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/generate.lua") .. " --checkpoint " ..
+                                  shell_quote(dir) .. " --prompt-ids '1' --top-k 3")
+            assert.are.equal(2, code)
+            contains(err, "--temperature")
         end)
     end)
 end)
@@ -284,6 +450,28 @@ describe("dgalib helpers", function()
         assert.are.equal("2:05", progress.format_duration(125))
         assert.are.equal("12.3k", progress.format_rate(12345))
         assert.are.equal("4.20M", progress.format_rate(4.2e6))
+    end)
+
+    it("progress: off a terminal, a line per milestone rather than per refresh", function()
+        local lines = {}
+        local out = {write = function(self, ...) for _, s in ipairs{...} do lines[#lines + 1] = s end end,
+                     flush = function() end}
+        local p = progress.new{total = 1000, label = "run", out = out, overwrite = false}
+        p:start(0)
+        for step = 1, 1000 do
+            -- a new evaluation every 250 steps changes the extra field
+            p:update(step, {loss = 2.5, lr = 1e-3, tokens = 64, spe = 3 + (step // 250)})
+        end
+        p:milestone(1000, {loss = 2.4})
+        p:finish()
+        local steps = {}
+        for l in table.concat(lines):gmatch("[^\n]+") do
+            steps[#steps + 1] = tonumber(l:match("step (%d+)/1000"))
+        end
+        -- first, every 100 steps (a tenth), the evaluations at 250 and 750, the last, the milestone
+        assert.are.same({1, 101, 201, 250, 350, 450, 500, 600, 700, 750, 850, 950, 1000, 1000}, steps)
+        assert.is_true(type(dga.isatty(1)) == "boolean")
+        assert.has_error(function() dga.isatty(7) end)
     end)
 
     it("windows: random windows lie inside the shard, sequential ones tile it", function()

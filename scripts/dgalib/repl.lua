@@ -1,0 +1,329 @@
+-- What the dgalua REPL does in Lua: help(), the printing of results, tab completion and
+-- the rewriting of top-level `local`s. bindings/dgalua_main.c loads this module when the
+-- REPL starts and calls M.show, M.complete and M.rewrite; M.install puts help() in _G.
+local apidoc = require "dgalib.apidoc"
+
+local M = {}
+
+-- ------------------------------------------------------------------ printing values
+
+-- Whether v is a dga object, and its metatable name ("dga.gpt").
+local function dga_type(v)
+    local mt = getmetatable(v)
+    local name = type(mt) == "table" and rawget(mt, "__name")
+    if type(name) == "string" and name:match("^dga%.") then return name end
+    return nil
+end
+
+-- The methods table of a metatable whose __index may be a function (dga.tensor's resolves
+-- integer indices and keeps its methods in the first upvalue).
+local function methods_of(mt)
+    if type(mt) ~= "table" then return nil end
+    local idx = rawget(mt, "__index")
+    if type(idx) == "table" then return idx end
+    if type(idx) == "function" then
+        local _, up = debug.getupvalue(idx, 1)
+        if type(up) == "table" then return up end
+    end
+    return nil
+end
+M.methods_of = methods_of
+
+local function is_identifier(k)
+    return type(k) == "string" and k:match("^[%a_][%w_]*$") ~= nil
+end
+
+local function key_order(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta < tb end
+    if ta == "number" or ta == "string" then return a < b end
+    return tostring(a) < tostring(b)
+end
+
+local MAX_ITEMS, MAX_DEPTH, WIDTH = 40, 3, 96
+
+local format
+
+-- A table as "{1, 2, x = 3}" on one line when short, else one field per line.
+local function format_table(t, depth, seen, indent)
+    if seen[t] then return "<cycle>" end
+    if t == _G then return "<_G>" end
+    if depth > MAX_DEPTH then return "{...}" end
+    seen[t] = true
+    local n = #t
+    local parts, keys = {}, {}
+    for i = 1, math.min(n, MAX_ITEMS) do parts[#parts + 1] = format(t[i], depth + 1, seen, indent .. "  ") end
+    for k in pairs(t) do
+        if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+    end
+    table.sort(keys, key_order)
+    local room = MAX_ITEMS - #parts
+    for i = 1, math.min(#keys, room) do
+        local k = keys[i]
+        local ks = is_identifier(k) and k or "[" .. format(k, depth + 1, seen, indent) .. "]"
+        parts[#parts + 1] = ks .. " = " .. format(t[k], depth + 1, seen, indent .. "  ")
+    end
+    local hidden = math.max(0, n - MAX_ITEMS) + math.max(0, #keys - room)
+    if hidden > 0 then parts[#parts + 1] = string.format("... (%d more)", hidden) end
+    seen[t] = nil
+    if #parts == 0 then return "{}" end
+    local one = "{" .. table.concat(parts, ", ") .. "}"
+    if #one + #indent <= WIDTH and not one:find("\n", 1, true) then return one end
+    return "{\n" .. indent .. "  " .. table.concat(parts, ",\n" .. indent .. "  ") .. "\n" .. indent .. "}"
+end
+
+-- A function's name when it is one of dga's or of the standard library's.
+local function function_name(f)
+    if not M.fnames then
+        M.fnames = {}
+        for _, lib in ipairs{"string", "table", "math", "io", "os", "coroutine", "utf8", "debug", "package"} do
+            local t = rawget(_G, lib)
+            if type(t) == "table" then
+                for k, v in pairs(t) do if type(v) == "function" then M.fnames[v] = lib .. "." .. k end end
+            end
+        end
+        for k, v in pairs(_G) do if type(v) == "function" then M.fnames[v] = k end end
+        local d = rawget(_G, "dga")
+        if type(d) == "table" then
+            for k, v in pairs(d) do if type(v) == "function" then M.fnames[v] = "dga." .. k end end
+        end
+    end
+    return M.fnames[f]
+end
+
+local help_text
+
+function format(v, depth, seen, indent)
+    local tv = type(v)
+    if tv == "string" then
+        if depth == 0 then return v end
+        return string.format("%q", v):gsub("\\\n", "\\n")
+    elseif tv == "table" then
+        if depth == 0 and v == rawget(_G, "dga") then return help_text(v) end
+        local mt = getmetatable(v)
+        if type(mt) == "table" and rawget(mt, "__tostring") then return tostring(v) end
+        return format_table(v, depth, seen, indent)
+    elseif tv == "function" then
+        local name = function_name(v)
+        return name and ("function " .. name) or tostring(v)
+    end
+    return tostring(v)
+end
+
+-- The text the REPL prints for one value.
+function M.format(v) return format(v, 0, {}, "") end
+
+-- Prints the values an expression returned, separated by tabs as print() does.
+function M.show(...)
+    local n = select("#", ...)
+    local out = {}
+    for i = 1, n do out[i] = M.format((select(i, ...))) end
+    io.stdout:write(table.concat(out, "\t"), "\n")
+    io.stdout:flush()
+end
+
+-- ------------------------------------------------------------------ help
+
+function help_text(x)
+    if x == nil then
+        local names = {}
+        for _, g in ipairs(apidoc.groups) do
+            local fs = {}
+            for _, f in ipairs(g.functions) do fs[#fs + 1] = f[1] end
+            names[#names + 1] = string.format("  %-38s %s", g.title .. ":", table.concat(fs, ", "))
+        end
+        local classes = {}
+        for _, c in ipairs(apidoc.classes) do classes[#classes + 1] = c.name end
+        return table.concat({
+            apidoc.intro, "",
+            "help(dga.gpt) or help(\"gpt\"): one function; help(m) for an object: its methods;",
+            "help(m.forward) or help(\"m:forward\"): one method. Tab completes names. docs/api.md has it all.",
+            "", "Functions of dga:", table.concat(names, "\n"),
+            "", "Objects: " .. table.concat(classes, ", "),
+        }, "\n")
+    end
+    if x == rawget(_G, "dga") then
+        local lines = {"dga " .. tostring(x.version) .. ", the module (help(dga.NAME) for one function, help() for a guide):"}
+        for _, g in ipairs(apidoc.groups) do
+            lines[#lines + 1] = g.title .. ":"
+            for _, f in ipairs(g.functions) do
+                lines[#lines + 1] = string.format("  dga.%s%s -> %s", f[1], f.args, f.returns)
+            end
+        end
+        return table.concat(lines, "\n")
+    end
+    if type(x) == "string" then
+        local e = apidoc.find(x) or apidoc.find(x:gsub("%.", ":", 1)) or apidoc.find(x:gsub("^dga%.", ""))
+        if e then return apidoc.format(e) end
+        return string.format("no entry for '%s' (help() lists everything)", x)
+    end
+    if type(x) == "function" then
+        local name = function_name(x)
+        if name then return apidoc.format(apidoc.find(name)) end
+        for _, c in ipairs(apidoc.classes) do
+            local methods = methods_of(debug.getregistry()[c.name])
+            for k, f in pairs(methods or {}) do
+                if f == x then
+                    local e = apidoc.find(c.name .. ":" .. k)
+                    if e then return apidoc.format(e) end
+                end
+            end
+        end
+        return "a function without an entry in the dga documentation"
+    end
+    local tname = dga_type(x)
+    if tname then
+        local c = apidoc.class(tname)
+        if c then return apidoc.format(c) end
+        return tname .. ": an internal object"
+    end
+    return string.format("a %s: help() covers dga's functions and objects", type(x))
+end
+M.help_text = help_text
+
+function M.help(x) io.stdout:write(help_text(x), "\n") end
+
+-- ------------------------------------------------------------------ completion
+
+local lua_keywords = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function",
+                      "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return",
+                      "then", "true", "until", "while"}
+
+-- Names that complete `text` ("dga.tok", "m:for", "pri"): globals and keywords, fields of
+-- tables, methods through metatables (for ':' and for '.' on objects). Values are reached
+-- with raw lookups only, so completing never runs a user's __index.
+function M.complete(text)
+    local base, sep, partial = text:match("^(.-)([%.:])([%w_]*)$")
+    local out = {}
+    local function add(prefix, names)
+        for _, k in ipairs(names) do
+            if is_identifier(k) and k:sub(1, #partial) == partial then out[#out + 1] = prefix .. k end
+        end
+    end
+    local function keys(t)
+        local r = {}
+        if type(t) == "table" then for k in pairs(t) do r[#r + 1] = k end end
+        return r
+    end
+    if not base then
+        partial = text
+        add("", keys(_G))
+        add("", lua_keywords)
+    else
+        if not base:match("^[%a_][%w_]*([%.][%a_][%w_]*)*$") and not base:match("^[%a_][%w_.]*$") then return {} end
+        local v = _G
+        for part in base:gmatch("[^%.]+") do
+            if type(v) ~= "table" then v = nil break end
+            v = rawget(v, part)
+        end
+        if v == nil then return {} end
+        local names = {}
+        if sep == "." and type(v) == "table" then names = keys(v) end
+        local mt = getmetatable(v)
+        local methods = methods_of(mt)
+        if methods and (sep == ":" or type(v) ~= "table") then
+            for _, k in ipairs(keys(methods)) do names[#names + 1] = k end
+        elseif sep == ":" and type(v) == "table" then
+            for _, k in ipairs(keys(v)) do if type(v[k]) == "function" then names[#names + 1] = k end end
+        end
+        if type(v) == "string" and sep == ":" then names = keys(string) end
+        add(base .. sep, names)
+    end
+    table.sort(out)
+    local uniq = {}
+    for _, s in ipairs(out) do if uniq[#uniq] ~= s then uniq[#uniq + 1] = s end end
+    return uniq
+end
+
+-- ------------------------------------------------------------------ top-level locals
+
+-- Each REPL line is its own chunk, so `local x = 1` would be gone on the next line. The
+-- REPL therefore drops the `local` of a declaration at the top level of the line (not
+-- inside a function or a block) and the name becomes a global, which the following lines
+-- see. Declarations with attributes (<const>, <close>) are left alone.
+local openers = {["function"] = true, ["do"] = true, ["if"] = true, ["repeat"] = true}
+local closers = {["end"] = true, ["until"] = true}
+
+-- Start and end positions of the code's top-level `local` keywords.
+local function top_level_locals(code)
+    local found, depth, i, n = {}, 0, 1, #code
+    while i <= n do
+        local c = code:sub(i, i)
+        if c == "-" and code:sub(i, i + 1) == "--" then
+            local eq = code:match("^%[(=*)%[", i + 2)
+            if eq then
+                local _, e = code:find("]" .. eq .. "]", i + 4 + #eq, true)
+                i = (e or n) + 1
+            else
+                local e = code:find("\n", i, true)
+                i = (e or n) + 1
+            end
+        elseif c == "[" and code:match("^%[=*%[", i) then
+            local eq = code:match("^%[(=*)%[", i)
+            local _, e = code:find("]" .. eq .. "]", i + 2 + #eq, true)
+            i = (e or n) + 1
+        elseif c == '"' or c == "'" then
+            local j = i + 1
+            while j <= n do
+                local d = code:sub(j, j)
+                if d == "\\" then j = j + 2
+                elseif d == c or d == "\n" then break
+                else j = j + 1 end
+            end
+            i = j + 1
+        elseif c:match("[%a_]") then
+            local s, e = code:find("^[%w_]+", i)
+            local word = code:sub(s, e)
+            local prev = s > 1 and code:sub(s - 1, s - 1) or ""
+            if prev ~= "." and prev ~= ":" then
+                if openers[word] then
+                    -- `while c do` and `for ... do` open one block, counted at `do`.
+                    depth = depth + 1
+                elseif closers[word] then
+                    depth = depth - 1
+                elseif word == "local" and depth == 0 then
+                    found[#found + 1] = {s, e}
+                end
+            end
+            i = e + 1
+        elseif c:match("%d") then
+            local _, e = code:find("^[%w_.]+", i)
+            i = e + 1
+        else
+            i = i + 1
+        end
+    end
+    return found
+end
+
+function M.rewrite(code)
+    if code:find("<const>", 1, true) or code:find("<close>", 1, true) then return code end
+    local spots = top_level_locals(code)
+    for k = #spots, 1, -1 do
+        local s, e = spots[k][1], spots[k][2]
+        local after = e + 1
+        while code:sub(after, after):match("[ \t]") do after = after + 1 end
+        local rest = code:sub(after)
+        if not rest:match("^function[^%w_]") then
+            -- `local a, b` with no values declares nils: as globals, `a, b = nil`
+            local pos = rest:match("^[%a_][%w_]*()")
+            while pos do
+                local nxt = rest:match("^[ \t]*,[ \t]*[%a_][%w_]*()", pos)
+                if not nxt then break end
+                pos = nxt
+            end
+            if pos and not rest:match("^[ \t]*=", pos) then
+                rest = rest:sub(1, pos - 1) .. " = nil" .. rest:sub(pos)
+            end
+        end
+        code = code:sub(1, s - 1) .. rest
+    end
+    return code
+end
+
+-- Puts help() in the globals.
+function M.install()
+    rawset(_G, "help", M.help)
+end
+
+return M

@@ -1,0 +1,29 @@
+-- scripts/plot.lua's weight figures: the legend lists the stacked areas in the order they
+-- are stacked (top band first), and a domain's label says what its percentage is.
+local h = require "tests.lua.helpers"
+local plot = require "plot"
+
+describe("plot.weights_figure", function()
+    local dir
+    setup(function() dir = h.tmpdir("run") end)
+    teardown(function() h.rm(dir) end)
+
+    it("keys the legend in stack order, with labels that say what the percentage is", function()
+        local run = dir .. "/run"
+        h.write(run .. "/metrics.csv", "step,specific_loss\n0,5\n10,4\n20,3\n")
+        -- domain 2 has the largest mean weight, then 1, then 3 (shown as "other" with top = 2)
+        h.write(run .. "/weights.csv", "step,domain,weight\n0,1,0.3\n0,2,0.5\n0,3,0.2\n" ..
+                                      "10,1,0.35\n10,2,0.45\n10,3,0.2\n")
+        h.write(run .. "/domains.csv", "domain,name,size,available\n1,1:latex 83%,10,10\n" ..
+                                      "2,2:code_python 95%,10,10\n3,3:pubmed 40%,10,10\n")
+        local f = plot.weights_figure(plot.read_run(run), dir .. "/plots", {top = 2})
+        local gp = assert(h.read(f.gp))
+        local titles = {}
+        for t in gp:match("\nplot (.-)\nunset output"):gmatch('title "([^"]*)"') do titles[#titles + 1] = t end
+        assert.are.same({"other", "1: latex (83% of its sequences)", "2: code_python (95% of its sequences)"},
+                        titles)
+        -- the bands themselves are unchanged: the largest domain is the bottom one, from 0
+        assert.truthy(gp:find("using 1:(0):2 with filledcurves", 1, true))
+        assert.are.equal("plain name", plot.domain_label("plain name"))
+    end)
+end)

@@ -1,0 +1,180 @@
+-- The REPL and its documentation: every function and method of `dga` has an apidoc entry,
+-- docs/api.md matches the table, and the REPL (driven through stdin with -i, and through a
+-- pty for tab completion) prints, helps, completes and keeps top-level locals.
+local dga = require "dga"
+local h = require "tests.lua.helpers"
+local apidoc = require "dgalib.apidoc"
+local repl = require "dgalib.repl"
+
+local shell_quote, write, read, contains = h.shell_quote, h.write, h.read, h.contains
+local DGALUA = h.DGALUA
+local ROOT = h.cwd()
+
+local tmpdir
+local function tmp(name) return tmpdir .. "/" .. name end
+
+-- Feeds `input` to `dgalua -i [script]` on stdin; returns code, stdout, stderr.
+local function session(input, script)
+    write(tmp("input.txt"), input)
+    return h.run("DGALUA_HISTORY=" .. shell_quote(tmp("history")) .. " " .. shell_quote(DGALUA) .. " -i " ..
+                 (script and shell_quote(script) or "") .. " < " .. shell_quote(tmp("input.txt")), tmp("err.txt"))
+end
+
+describe("apidoc", function()
+    it("documents every function and method the module exposes, and nothing else", function()
+        local missing, documented = {}, {}
+        for k, v in pairs(dga) do
+            if type(v) == "function" then
+                documented["dga." .. k] = true
+                if not apidoc.find("dga." .. k) then missing[#missing + 1] = "dga." .. k end
+            end
+        end
+        for tname, mt in pairs(debug.getregistry()) do
+            if type(tname) == "string" and tname:match("^dga%.") and type(mt) == "table" then
+                for k, v in pairs(repl.methods_of(mt) or {}) do
+                    if type(v) == "function" then
+                        documented[tname .. ":" .. k] = true
+                        if not apidoc.find(tname .. ":" .. k) then missing[#missing + 1] = tname .. ":" .. k end
+                    end
+                end
+            end
+        end
+        table.sort(missing)
+        assert.are.same({}, missing)
+        local stale = {}
+        for _, g in ipairs(apidoc.groups) do
+            for _, f in ipairs(g.functions) do
+                if not documented["dga." .. f[1]] then stale[#stale + 1] = "dga." .. f[1] end
+                assert.is_true(f.args ~= nil and f.returns ~= nil and f.doc ~= nil and f.example ~= nil, f[1])
+            end
+        end
+        for _, c in ipairs(apidoc.classes) do
+            for _, m in ipairs(c.methods) do
+                if not documented[c.name .. ":" .. m[1]] then stale[#stale + 1] = c.name .. ":" .. m[1] end
+                assert.is_true(m.args ~= nil and m.returns ~= nil and m.doc ~= nil and m.example ~= nil, m[1])
+            end
+        end
+        assert.are.same({}, stale)
+    end)
+
+    it("docs/api.md is what gen_api_doc.lua makes of the table", function()
+        if not DGALUA then pending("DGALUA is not set (run through tests/run)") end
+        local out = os.tmpname()
+        local code = h.run(shell_quote(DGALUA) .. " scripts/gen_api_doc.lua --out " .. shell_quote(out), out .. ".err")
+        assert.are.equal(0, code)
+        local want = read(out)
+        os.remove(out)
+        os.remove(out .. ".err")
+        assert.is_true(want == read("docs/api.md"),
+                       "docs/api.md is out of date: run ./dgalua scripts/gen_api_doc.lua")
+    end)
+end)
+
+describe("REPL helpers", function()
+    it("pretty-prints tables, and dga as its list of functions", function()
+        assert.are.equal('{1, 2, a = 1, b = {"x", true}}', repl.format({1, 2, a = 1, b = {"x", true}}))
+        local t = {}
+        t.self = t
+        assert.are.equal("{self = <cycle>}", repl.format(t))
+        local shown = repl.format(dga)
+        assert.is_nil(shown:find("table: 0x", 1, true))
+        contains(shown, "dga.gpt{layers, width, heads, context, vocab")
+        assert.are.equal("function dga.gpt", repl.format(dga.gpt))
+        assert.are.equal("dga.tensor([1, 2], float32[2])", repl.format(dga.vec{1, 2}))
+    end)
+
+    it("help finds functions, methods and objects", function()
+        contains(repl.help_text(dga.gpt), "example: local m = dga.gpt{")
+        contains(repl.help_text("gpt"), "dga.gpt{layers")
+        local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 2}
+        contains(repl.help_text(m), "m:forward(inputs, targets)")
+        contains(repl.help_text(m.forward), "m:forward(inputs, targets) -> number")
+        local t = dga.vec(2)
+        contains(repl.help_text(t.normalize), "t:normalize()")
+        contains(repl.help_text("m:generate"), "top_k")
+        contains(repl.help_text(), "Functions of dga:")
+        contains(repl.help_text("no_such_thing"), "no entry for 'no_such_thing'")
+    end)
+
+    it("completes globals, fields and methods through metatables", function()
+        assert.are.same({"dga.tokenizer_load", "dga.tokenizer_train"}, repl.complete("dga.tokenizer_"))
+        rawset(_G, "repl_spec_model", dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 2})
+        assert.are.same({"repl_spec_model:forward"}, repl.complete("repl_spec_model:for"))
+        rawset(_G, "repl_spec_vec", dga.vec(2))
+        assert.are.same({"repl_spec_vec:norm", "repl_spec_vec:normalize", "repl_spec_vec:normalize_"},
+                        repl.complete("repl_spec_vec:norm"))
+        assert.are.same({"string.format"}, repl.complete("string.form"))
+        contains(table.concat(repl.complete("pri"), " "), "print")
+        assert.are.same({}, repl.complete("no_such_global.x"))
+        rawset(_G, "repl_spec_model", nil)
+        rawset(_G, "repl_spec_vec", nil)
+    end)
+
+    it("makes top-level locals global and leaves the others alone", function()
+        assert.are.equal("a, b = 1, 2", repl.rewrite("local a, b = 1, 2"))
+        assert.are.equal("a, b = nil; c = 1", repl.rewrite("local a, b; local c = 1"))
+        assert.are.equal("x = nil", repl.rewrite("local x"))
+        assert.are.equal("function f() local z = 1 end", repl.rewrite("local function f() local z = 1 end"))
+        local inner = "for i = 1, 2 do local q = i end; if x then local w = 1 else local u = 2 end"
+        assert.are.equal(inner, repl.rewrite(inner))
+        assert.are.equal('s = "local x" -- local y', repl.rewrite('local s = "local x" -- local y'))
+        assert.are.equal("t.local_x = [[local]]", repl.rewrite("t.local_x = [[local]]"))
+        assert.are.equal("local c <close> = x", repl.rewrite("local c <close> = x"))
+    end)
+end)
+
+describe("the REPL", function()
+    setup(function() tmpdir = h.tmpdir() end)
+    teardown(function() h.rm(tmpdir) end)
+    before_each(function()
+        if not DGALUA then pending("DGALUA is not set (run through tests/run)") end
+    end)
+
+    it("keeps locals across lines, prints results and answers help", function()
+        local code, out, err = session("local x = 20\nlocal t = {a = 1}\nx + t.a\n" ..
+                                       "local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32}\n" ..
+                                       "help(m.forward)\ndga.tensor{{1, 2, 3}, {4, 5, 6}}\nt\n")
+        assert.are.equal(0, code, err)
+        assert.are.equal("", err)
+        contains(out, "> 21\n")
+        contains(out, "m:forward(inputs, targets) -> number")
+        contains(out, "dga.tensor([[1, 2, 3],\n            [4, 5, 6]], float32[2x3])")
+        contains(out, "{a = 1}")
+    end)
+
+    it("runs the README's ten lines typed one by one", function()
+        local readme = assert(read("README.md"))
+        local block = readme:match("## Ten lines of Lua.-```lua\n(.-)```")
+        assert.is_truthy(block, "no Lua block under 'Ten lines of Lua'")
+        -- the same lines, shorter: 2 steps, 20 documents, a 300-token vocabulary
+        local lines = block:gsub("for step = 1, 300 do", "for step = 1, 2 do")
+                           :gsub('books_public_domain", 200%)', 'books_public_domain", 20)')
+                           :gsub("vocab = 2048", "vocab = 300")
+                           :gsub("%.%./shared/data", os.getenv("DGA_SHARED_DATA") or (ROOT .. "/../shared/data"))
+        assert.is_truthy(lines:find("for step = 1, 2 do", 1, true))
+        local code, out, err = session(lines)
+        assert.are.equal(0, code, err)
+        assert.are.equal("", err)
+        contains(out, "It was a")
+    end)
+
+    it("keeps the globals of a script run with -i", function()
+        write(tmp("setup.lua"), "answer = 41\nlocal hidden = 1\n")
+        local code, out, err = session("answer + 1\n", tmp("setup.lua"))
+        assert.are.equal(0, code, err)
+        contains(out, "> 42\n")
+    end)
+
+    it("completes Lua names with Tab on a terminal", function()
+        if os.execute("command -v script >/dev/null 2>&1") ~= true then pending("no 'script' to make a pty") end
+        write(tmp("keys.txt"), "dga.tokenizer_l\t\nlocal m = dga.gpt{layers = 1, width = 16, heads = 2, " ..
+                               "context = 8, vocab = 32}\nm:num_p\t()\n")
+        local cmd = string.format("DGALUA_HISTORY=%s script -qfec %s /dev/null < %s", shell_quote(tmp("history")),
+                                  shell_quote(shell_quote(DGALUA)), shell_quote(tmp("keys.txt")))
+        local code, out = h.run(cmd, tmp("err.txt"))
+        assert.are.equal(0, code, out)
+        contains(out, "function dga.tokenizer_load")
+        contains(out, "m:num_params()")
+        assert.is_truthy(out:find("3952\r?\n"), out)   -- the model's parameter count, the result
+    end)
+end)
