@@ -481,7 +481,8 @@ static int l_shard_write(lua_State *L)
     return 0;
 }
 
-/* dga.shard_read(path) -> int32 tensor, {version=, n_tokens=, vocab_size=, token_bytes=} */
+/* dga.shard_read(path) -> int32 tensor, {version=, n_tokens=, vocab_size=, token_bytes=,
+ * max_id= (the largest token, -1 for an empty shard)} */
 static int l_shard_read(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -498,7 +499,7 @@ static int l_shard_read(lua_State *L)
     if (st == DGA_OK && n) memcpy(dga_tensor_i32(*box), tokens, n * sizeof *tokens);
     free(tokens);
     if (st != DGA_OK) return dgal_error(L, st);
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushinteger(L, info.version);
     lua_setfield(L, -2, "version");
     lua_pushinteger(L, (lua_Integer)info.n_tokens);
@@ -507,6 +508,8 @@ static int l_shard_read(lua_State *L)
     lua_setfield(L, -2, "vocab_size");
     lua_pushinteger(L, info.token_bytes);
     lua_setfield(L, -2, "token_bytes");
+    lua_pushinteger(L, info.max_id);
+    lua_setfield(L, -2, "max_id");
     return 2;
 }
 

@@ -136,6 +136,7 @@ static dga_status open_checked(const char *path, FILE **out, dga_shard_info *inf
     info->n_tokens = count;
     info->vocab_size = (int)vocab;
     info->token_bytes = width;
+    info->max_id = -1;
     *out = fp;
     return DGA_OK;
 fail:
@@ -192,6 +193,7 @@ dga_status dga_shard_read(const char *path, int32_t **tokens, size_t *n, dga_sha
                 break;
             }
             out[i + k] = (int32_t)v;
+            if ((int32_t)v > info->max_id) info->max_id = (int32_t)v;
         }
         if (st != DGA_OK) break;
     }
