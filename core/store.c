@@ -17,6 +17,7 @@
 #include "bpe.h"
 #include "fileio.h"
 #include "npy.h"
+#include "stale.h"
 
 #define FORMAT_NAME "dgalua-store"
 #define FORMAT_VERSION 1
@@ -405,6 +406,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
     char dir[3001];
     if (dga_path_trim(dir, sizeof dir, dir_arg) != DGA_OK)
         return dga_fail(DGA_ERR_INVALID, "store: output path empty or too long");
+    dga_stale_remove(dir, NULL);
     if (b->nseq == 0)
         return dga_fail(DGA_ERR_INVALID,
                         "store: no complete sequence of %d tokens (%lld documents read)",

@@ -16,6 +16,7 @@
 #include "bpe.h"
 #include "fileio.h"
 #include "jsonl.h"
+#include "stale.h"
 #include "store.h"
 
 static double now_s(void)
@@ -164,6 +165,10 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     char out[3001];
     if (dga_path_trim(out, sizeof out, o->out) != DGA_OK)
         return dga_fail(DGA_ERR_INVALID, "store_build: output path empty or too long");
+    int swept = 0;
+    if (dga_stale_remove(out, &swept) == DGA_OK && swept && o->verbose)
+        fprintf(stderr, "store: removed %d leftover%s of a killed build of %s\n", swept,
+                swept == 1 ? "" : "s", out);
     int seq_len = o->seq_len > 0 ? o->seq_len : 129;
     if (o->nlevels < 1 || o->nlevels > DGA_STORE_MAX_LEVELS)
         return dga_fail(DGA_ERR_INVALID, "store_build: %d levels (expected 1..%d)", o->nlevels,
