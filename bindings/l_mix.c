@@ -94,11 +94,18 @@ static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
     return out;
 }
 
-/* A float32 vector (tensor of any shape, or a table) anchored on the stack. */
-static dga_tensor *anchored_f32(lua_State *L, int idx)
+/* The float32 vector (a 1-D tensor, or a table of numbers) at stack index idx, anchored on
+ * the stack; errors are about argument `arg`, naming the value `what` (with `j` > 0,
+ * "what j"). A matrix is refused: its entries would be taken in row order. */
+static dga_tensor *anchored_f32(lua_State *L, int idx, int arg, const char *what, lua_Integer j)
 {
     dga_tensor *t = dgal_to_tensor(L, idx, DGA_F32);
     dgal_push_tensor(L, t);   /* the box owns the reference: a later error cannot leak it */
+    if (t->ndim != 1)
+        luaL_argerror(L, arg, j > 0 ? lua_pushfstring(L, "%s %I is a %d-D tensor, expected a 1-D "
+                                                      "vector", what, j, t->ndim)
+                                    : lua_pushfstring(L, "%s is a %d-D tensor, expected a 1-D "
+                                                      "vector", what, t->ndim));
     return t;
 }
 
@@ -198,7 +205,7 @@ static int l_sampler(lua_State *L)
 static int smp_set_weights(lua_State *L)
 {
     dga_sampler *s = check_sampler(L, 1);
-    dga_tensor *w = anchored_f32(L, 2);
+    dga_tensor *w = anchored_f32(L, 2, 2, "weights", 0);
     if (dga_sampler_set_weights(s, dga_tensor_f32(w), w->numel) != DGA_OK)
         luaL_argerror(L, 2, dga_last_error());
     lua_settop(L, 1);
@@ -216,10 +223,13 @@ static int smp_weights(lua_State *L)
     return 1;
 }
 
+/* The number of sequences of a draw: a batch size, so 0 is a mistake made upstream (a
+ * batch of 0 would only fail in the model's forward). */
 static lua_Integer check_count(lua_State *L, int idx)
 {
     lua_Integer n = luaL_checkinteger(L, idx);
-    luaL_argcheck(L, n >= 0 && n <= INT32_MAX, idx, "count must be in [0, 2^31)");
+    if (n < 1 || n > INT32_MAX)
+        luaL_argerror(L, idx, lua_pushfstring(L, "count = %I, expected a batch size in [1, 2^31)", n));
     return n;
 }
 
@@ -369,7 +379,7 @@ static int l_basis(lua_State *L)
     lua_createtable(L, (int)n, 0);                                      /* stack 4 */
     for (lua_Integer j = 1; j <= n; j++) {
         lua_geti(L, 2, j);
-        dga_tensor *t = anchored_f32(L, lua_gettop(L));
+        dga_tensor *t = anchored_f32(L, lua_gettop(L), 2, "column", j);
         if (t->numel != k)
             luaL_argerror(L, 2, lua_pushfstring(L, "column %I has %I entries, expected k = %I", j,
                                                 (lua_Integer)t->numel, k));
@@ -387,7 +397,7 @@ static int l_basis(lua_State *L)
 static int basis_mix(lua_State *L)
 {
     dga_basis *P = check_basis(L, 1);
-    dga_tensor *a = anchored_f32(L, 2);
+    dga_tensor *a = anchored_f32(L, 2, 2, "alpha", 0);
     float *o = dga_tensor_f32(new_vec(L, DGA_F32, dga_basis_k(P)));
     dga_status st = dga_mix_dist(P, dga_tensor_f32(a), a->numel, o);
     if (st != DGA_OK) luaL_argerror(L, 2, dga_last_error());

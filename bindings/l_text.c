@@ -245,6 +245,7 @@ static int tok_merge(lua_State *L)
 typedef struct {
     dga_text_reader *r;
     dga_text_stats   stats;   /* kept after close */
+    int              closed;  /* by reader:close() (or a for loop's end), not by the end */
 } reader_box;
 
 static reader_box *check_reader(lua_State *L, int idx)
@@ -262,7 +263,9 @@ static void reader_finish(reader_box *b)
 
 static int reader_close(lua_State *L)
 {
-    reader_finish(check_reader(L, 1));
+    reader_box *b = check_reader(L, 1);
+    reader_finish(b);
+    b->closed = 1;
     return 0;
 }
 
@@ -280,6 +283,8 @@ static reader_box *open_reader(lua_State *L, const char *path)
 static int reader_next(lua_State *L)
 {
     reader_box *b = check_reader(L, 1);
+    /* Reading on after close would look like an empty corpus. */
+    if (b->closed) return luaL_error(L, "text reader: reading after close()");
     if (!b->r) return 0;
     dga_text_doc d;
     dga_status st = dga_text_next(b->r, &d);

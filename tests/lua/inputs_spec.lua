@@ -1,0 +1,41 @@
+-- Argument checks of the bindings that the hardening pass added: each bad input is an error
+-- that names it, raised where it enters rather than later (a batch of 0 used to fail only
+-- in the model's forward, a matrix was taken as a histogram in row order).
+local dga = require "dga"
+
+local h = require "tests.lua.helpers"
+local raises = h.raises
+
+describe("input checks", function()
+    it("clip_grad needs a max_norm > 0", function()
+        local m = dga.gpt{layers = 1, width = 8, heads = 2, context = 4, vocab = 10, batch = 2}
+        for _, bad in ipairs{-1, 0, 0 / 0} do
+            raises("expected a number > 0", m.clip_grad, m, bad)
+        end
+        assert.are.equal(0, m:clip_grad(1.0))   -- fresh gradients are zero
+        assert.are.equal(0, m:clip_grad(math.huge))
+    end)
+
+    it("a draw is a batch: 0 sequences is an error naming the count", function()
+        local smp = dga.sampler({3, 4}, {seed = 1})
+        raises("count = 0, expected a batch size", smp.draw, smp, 0)
+        raises("count = 0, expected a batch size", smp.draw_from, smp, 1, 0)
+        local P = dga.basis(2, {{1, 1}})
+        raises("count = 0, expected a batch size", P.draw, P, 1, 0, smp)
+        local d = smp:draw(1)
+        assert.are.equal(1, #d)
+        raises("field 'batch' is 0", dga.gpt, {layers = 1, width = 8, heads = 2, context = 4, vocab = 10, batch = 0})
+    end)
+
+    it("histograms and weights must be 1-D", function()
+        local square = dga.tensor({{1, 2}, {3, 4}})
+        raises("column 2 is a 2-D tensor, expected a 1-D vector", dga.basis, 4,
+               {dga.tensor({1, 2, 3, 4}), square})
+        local smp = dga.sampler({1, 1, 1, 1})
+        raises("weights is a 2-D tensor, expected a 1-D vector", smp.set_weights, smp, square)
+        local P = dga.basis(4, {{1, 2, 3, 4}})
+        raises("alpha is a 2-D tensor, expected a 1-D vector", P.mix, P, dga.tensor({{1}}))
+        smp:set_weights({1, 2, 3, 4})
+        assert.are.equal(4, P:mix({1}):numel())
+    end)
+end)
