@@ -170,7 +170,7 @@ static int l_sampler(lua_State *L)
         lua_getfield(L, 2, "seed");
         if (!lua_isnil(L, -1)) {
             if (!lua_isinteger(L, -1))
-                luaL_argerror(L, 2, lua_pushfstring(L, "seed is %s, expected an integer",
+                luaL_argerror(L, 2, lua_pushfstring(L, "seed must be an integer, got %s",
                                                     luaL_tolstring(L, -1, NULL)));
             seed = lua_tointeger(L, -1);
         }
@@ -178,8 +178,8 @@ static int l_sampler(lua_State *L)
         lua_getfield(L, 2, "epoch_cap");
         if (!lua_isnil(L, -1)) {
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-                luaL_argerror(L, 2, lua_pushfstring(L, "epoch_cap is %s, expected an integer >= 0 "
-                                                    "(0: no cap)", luaL_tolstring(L, -1, NULL)));
+                luaL_argerror(L, 2, lua_pushfstring(L, "epoch_cap must be an integer >= 0 (0: no "
+                                                    "cap), got %s", luaL_tolstring(L, -1, NULL)));
             cap = lua_tointeger(L, -1);
         }
         lua_pop(L, 1);
@@ -232,7 +232,7 @@ static lua_Integer check_count(lua_State *L, int idx)
 {
     lua_Integer n = luaL_checkinteger(L, idx);
     if (n < 1 || n > INT32_MAX)
-        luaL_argerror(L, idx, lua_pushfstring(L, "count = %I, expected a batch size in [1, 2^31)", n));
+        luaL_argerror(L, idx, lua_pushfstring(L, "count must be a batch size in [1, 2^31), got %I", n));
     return n;
 }
 
@@ -373,7 +373,7 @@ static int l_basis(lua_State *L)
 {
     lua_settop(L, 2);
     lua_Integer k = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, k >= 1 && k <= INT32_MAX, 1, lua_pushfstring(L, "k = %I, expected [1, 2^31)", k));
+    luaL_argcheck(L, k >= 1 && k <= INT32_MAX, 1, lua_pushfstring(L, "k must be in [1, 2^31), got %I", k));
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 1, 2, "columns is empty, expected a list of N >= 1 histograms");
@@ -537,8 +537,8 @@ static int l_align(lua_State *L)
         if (!lua_isnil(L, -1)) {
             const char *name = lua_tostring(L, -1);
             if (!name || dga_align_norm_parse(name, &o.normalize) != DGA_OK)
-                luaL_argerror(L, 5, lua_pushfstring(L, "normalize is %s, expected \"none\", \"cosine\" "
-                                                    "or \"mean_norm\"", luaL_tolstring(L, -1, NULL)));
+                luaL_argerror(L, 5, lua_pushfstring(L, "normalize must be \"none\", \"cosine\" or "
+                                                    "\"mean_norm\", got %s", luaL_tolstring(L, -1, NULL)));
         }
         lua_pop(L, 1);
         lua_getfield(L, 5, "lr");
@@ -546,8 +546,8 @@ static int l_align(lua_State *L)
             int isnum;
             o.lr = lua_tonumberx(L, -1, &isnum);
             if (!isnum || !(o.lr >= 0) || !isfinite(o.lr))
-                luaL_argerror(L, 5, lua_pushfstring(L, "lr is %s, expected a number >= 0 (omit it for "
-                                                    "no scaling)", luaL_tolstring(L, -1, NULL)));
+                luaL_argerror(L, 5, lua_pushfstring(L, "lr must be a number >= 0 (omit it for no "
+                                                    "scaling), got %s", luaL_tolstring(L, -1, NULL)));
             o.use_lr = 1;
         }
         lua_pop(L, 1);
@@ -555,8 +555,8 @@ static int l_align(lua_State *L)
         if (!lua_isnil(L, -1)) {
             const char *name = lua_tostring(L, -1);
             if (!name || dga_align_method_parse(name, &o.method) != DGA_OK)
-                luaL_argerror(L, 5, lua_pushfstring(L, "method is %s, expected \"exact\", \"fd\" or "
-                                                    "\"jvp\"", luaL_tolstring(L, -1, NULL)));
+                luaL_argerror(L, 5, lua_pushfstring(L, "method must be \"exact\", \"fd\" or \"jvp\", "
+                                                    "got %s", luaL_tolstring(L, -1, NULL)));
         }
         lua_pop(L, 1);
         lua_getfield(L, 5, "fd_eps");
@@ -564,7 +564,7 @@ static int l_align(lua_State *L)
             int isnum;
             o.fd_eps = lua_tonumberx(L, -1, &isnum);
             if (!isnum || !(o.fd_eps > 0) || !isfinite(o.fd_eps))
-                luaL_argerror(L, 5, lua_pushfstring(L, "fd_eps is %s, expected a number > 0",
+                luaL_argerror(L, 5, lua_pushfstring(L, "fd_eps must be a number > 0, got %s",
                                                     luaL_tolstring(L, -1, NULL)));
         }
         lua_pop(L, 1);
@@ -637,8 +637,8 @@ static int l_eval_loss(lua_State *L)
     dga_gpt *m = dgal_check_model(L, 1);
     lua_Integer batch = luaL_optinteger(L, 4, 0);
     luaL_argcheck(L, batch >= 0 && batch <= dga_gpt_max_batch(m), 4,
-                  lua_pushfstring(L, "batch = %I, expected [0, %d] (0: the model's max batch)", batch,
-                                  dga_gpt_max_batch(m)));
+                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch), got %I",
+                                  dga_gpt_max_batch(m), batch));
     dga_batch b = to_batch(L, 2, 3, 2, "eval_loss");
     double mean = 0;
     DGAL_CHECK(L, dga_eval_mean_loss_xy(m, b.inputs, b.targets, (size_t)b.B, b.T, (int)batch, &mean));

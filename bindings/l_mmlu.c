@@ -231,7 +231,7 @@ static int l_mmlu_render(lua_State *L)
         lua_getfield(L, 2, "shots");
         if (!lua_isnil(L, -1)) shots = to_questions(L, 2, -1, "shots", &n_shots);
         if (n_shots > 64)
-            luaL_argerror(L, 2, lua_pushfstring(L, "shots has %I examples, at most 64", (lua_Integer)n_shots));
+            luaL_argerror(L, 2, lua_pushfstring(L, "shots: at most 64 examples, got %I", (lua_Integer)n_shots));
     }
     char *text = NULL;
     DGAL_CHECK(L, dga_mmlu_render(&q, shots, (int)n_shots, with_answer, &text));
@@ -322,7 +322,7 @@ static int l_mmlu_score(lua_State *L)
     int batch = opt_int(L, 4, "batch", 0);
     const dga_mmlu_question *dev = NULL;
     if (shots < 0 || shots > 64)
-        luaL_argerror(L, 4, lua_pushfstring(L, "option 'shots' is %d, expected [0, 64]", shots));
+        luaL_argerror(L, 4, lua_pushfstring(L, "option 'shots' must be in [0, 64], got %d", shots));
     if (shots > 0) {
         lua_getfield(L, 4, "dev");
         dgal_box *b = luaL_testudata(L, -1, DGAL_MMLU);

@@ -286,7 +286,7 @@ static int m_clip_grad(lua_State *L)
     dga_gpt *m = dgal_check_model(L, 1);
     double max_norm = luaL_checknumber(L, 2);
     if (!(max_norm > 0))
-        luaL_argerror(L, 2, lua_pushfstring(L, "max_norm = %f, expected a number > 0", max_norm));
+        luaL_argerror(L, 2, lua_pushfstring(L, "max_norm must be a number > 0, got %f", max_norm));
     lua_pushnumber(L, dga_grad_clip(dga_gpt_grads(m), dga_gpt_num_params(m), max_norm));
     return 1;
 }

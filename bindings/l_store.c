@@ -333,7 +333,7 @@ static int l_nearest(lua_State *L)
     const char *text = luaL_checklstring(L, 2, &len);
     int level = check_level(L, s, 3);
     lua_Integer n = luaL_optinteger(L, 4, 5);
-    if (n < 1) return luaL_argerror(L, 4, lua_pushfstring(L, "n = %I, expected a count >= 1", n));
+    if (n < 1) return luaL_argerror(L, 4, lua_pushfstring(L, "n must be >= 1, got %I", n));
     int64_t k = dga_store_k(s, level);
     if (n > k) n = k;
     int64_t *ids = dgal_scratch(L, (size_t)n * sizeof *ids);
@@ -441,7 +441,7 @@ static int l_store_build(lua_State *L)
     if (!o.out) return luaL_argerror(L, 1, "field 'out' (the store directory) is required");
     o.seq_len = (int)opt_int(L, 1, "seq_len", 129);
     if (o.seq_len < 2)
-        return luaL_argerror(L, 1, lua_pushfstring(L, "field 'seq_len' is %d, expected >= 2", o.seq_len));
+        return luaL_argerror(L, 1, lua_pushfstring(L, "field 'seq_len' must be >= 2, got %d", o.seq_len));
     o.tokenizer = opt_string(L, 1, "tokenizer", NULL);
     o.vocab = (int)opt_int(L, 1, "vocab", 8192);
     o.max_mb = opt_number(L, 1, "max_mb", 0);

@@ -479,7 +479,7 @@ static int l_shard_write(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     lua_Integer vocab = luaL_checkinteger(L, 3);
     luaL_argcheck(L, vocab >= 1 && vocab <= 2147483647, 3,
-                  lua_pushfstring(L, "vocabulary size %I, expected [1, 2^31)", vocab));
+                  lua_pushfstring(L, "vocabulary size must be in [1, 2^31), got %I", vocab));
     dga_tensor *t = dgal_to_tensor(L, 2, DGA_I32);
     dga_status st = dga_shard_write(path, dga_tensor_i32(t), (size_t)t->numel, (int)vocab);
     dga_tensor_release(t);
