@@ -227,6 +227,7 @@ describe("text", function()
             assert.equal(99999, info.max_id)
             dga.shard_write(dir .. "/e.bin", dga.zeros(0, "int32"), 10)
             back, info = dga.shard_read(dir .. "/e.bin")
+            assert.equal(0, back:numel())
             assert.equal(-1, info.max_id)
         end)
 
