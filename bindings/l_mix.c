@@ -100,11 +100,18 @@ static int64_t *read_counts(lua_State *L, int idx, int arg, const char *what, in
     return out;
 }
 
-/* A float32 vector (tensor of any shape, or a table) anchored on the stack. */
-static dga_tensor *anchored_f32(lua_State *L, int idx)
+/* The float32 vector (a 1-D tensor, or a table of numbers) at stack index idx, anchored on
+ * the stack; errors are about argument `arg`, naming the value `what` (with `j` > 0,
+ * "what j"). A matrix is refused: its entries would be taken in row order. */
+static dga_tensor *anchored_f32(lua_State *L, int idx, int arg, const char *what, lua_Integer j)
 {
     dga_tensor *t = dgal_to_tensor(L, idx, DGA_F32);
     dgal_push_tensor(L, t);   /* the box owns the reference: a later error cannot leak it */
+    if (t->ndim != 1)
+        luaL_argerror(L, arg, j > 0 ? lua_pushfstring(L, "%s %I is a %d-D tensor, expected a 1-D "
+                                                      "vector", what, j, t->ndim)
+                                    : lua_pushfstring(L, "%s is a %d-D tensor, expected a 1-D "
+                                                      "vector", what, t->ndim));
     return t;
 }
 
@@ -193,7 +200,7 @@ static int l_sampler(lua_State *L)
 static int smp_set_weights(lua_State *L)
 {
     dga_sampler *s = check_sampler(L, 1);
-    dga_tensor *w = anchored_f32(L, 2);
+    dga_tensor *w = anchored_f32(L, 2, 2, "weights", 0);
     if (dga_sampler_set_weights(s, dga_tensor_f32(w), w->numel) != DGA_OK)
         luaL_argerror(L, 2, dga_last_error());
     lua_settop(L, 1);
@@ -211,10 +218,13 @@ static int smp_weights(lua_State *L)
     return 1;
 }
 
+/* The number of sequences of a draw: a batch size, so 0 is a mistake made upstream (a
+ * batch of 0 would only fail in the model's forward). */
 static lua_Integer check_count(lua_State *L, int idx)
 {
     lua_Integer n = luaL_checkinteger(L, idx);
-    luaL_argcheck(L, n >= 0 && n <= INT32_MAX, idx, "count must be in [0, 2^31)");
+    if (n < 1 || n > INT32_MAX)
+        luaL_argerror(L, idx, lua_pushfstring(L, "count must be a batch size in [1, 2^31), got %I", n));
     return n;
 }
 
@@ -355,7 +365,7 @@ static int l_basis(lua_State *L)
 {
     lua_settop(L, 2);
     lua_Integer k = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, k >= 1 && k <= INT32_MAX, 1, "k must be in [1, 2^31)");
+    luaL_argcheck(L, k >= 1 && k <= INT32_MAX, 1, lua_pushfstring(L, "k must be in [1, 2^31), got %I", k));
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 1, 2, "columns is empty, expected a list of N >= 1 histograms");
@@ -368,6 +378,9 @@ static int l_basis(lua_State *L)
         snprintf(what, sizeof what, "columns[%lld]", (long long)j);
         dga_tensor *t = dgal_to_tensor_at(L, -1, DGA_F32, 2, what);
         dgal_push_tensor(L, t);
+        if (t->ndim != 1)
+            luaL_argerror(L, 2, lua_pushfstring(L, "column %I is a %d-D tensor, expected a 1-D vector",
+                                                j, t->ndim));
         if (t->numel != k)
             luaL_argerror(L, 2, lua_pushfstring(L, "column %I has %I entries, expected k = %I", j,
                                                 (lua_Integer)t->numel, k));
@@ -385,7 +398,7 @@ static int l_basis(lua_State *L)
 static int basis_mix(lua_State *L)
 {
     dga_basis *P = check_basis(L, 1);
-    dga_tensor *a = anchored_f32(L, 2);
+    dga_tensor *a = anchored_f32(L, 2, 2, "alpha", 0);
     float *o = dga_tensor_f32(new_vec(L, DGA_F32, dga_basis_k(P)));
     dga_status st = dga_mix_dist(P, dga_tensor_f32(a), a->numel, o);
     if (st != DGA_OK) luaL_argerror(L, 2, dga_last_error());
@@ -584,7 +597,8 @@ static int l_eval_loss(lua_State *L)
     dga_model *m = dgal_check_model(L, 1);
     lua_Integer batch = luaL_optinteger(L, 4, 0);
     luaL_argcheck(L, batch >= 0 && batch <= dga_model_max_batch(m), 4,
-                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch)", dga_model_max_batch(m)));
+                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch), got %I",
+                                  dga_model_max_batch(m), batch));
     dga_batch b = to_batch(L, 2, 3, 2, "eval_loss");
     double mean = 0;
     DGAL_CHECK(L, dga_eval_mean_loss(m, b.inputs, b.targets, (size_t)b.T, (size_t)b.B, b.T, (int)batch,

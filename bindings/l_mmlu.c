@@ -228,7 +228,8 @@ static int l_mmlu_render(lua_State *L)
         with_answer = dgal_opt_bool(L, 2, "with_answer", 0);
         lua_getfield(L, 2, "shots");
         if (!lua_isnil(L, -1)) shots = to_questions(L, 2, -1, "shots", &n_shots);
-        if (n_shots > 64) luaL_argerror(L, 2, "shots: at most 64 examples");
+        if (n_shots > 64)
+            luaL_argerror(L, 2, lua_pushfstring(L, "shots: at most 64 examples, got %I", (lua_Integer)n_shots));
     }
     char *text = NULL;
     DGAL_CHECK(L, dga_mmlu_render(&q, shots, (int)n_shots, with_answer, &text));

@@ -254,7 +254,8 @@ static int m_clip_grad(lua_State *L)
 {
     dga_model *m = dgal_check_model(L, 1);
     double max_norm = luaL_checknumber(L, 2);
-    if (isnan(max_norm)) luaL_argerror(L, 2, "max_norm is NaN");
+    if (!(max_norm > 0))
+        luaL_argerror(L, 2, lua_pushfstring(L, "max_norm must be a number > 0, got %f", max_norm));
     lua_pushnumber(L, dga_grad_clip(dga_model_grads(m), dga_model_num_params(m), max_norm));
     return 1;
 }

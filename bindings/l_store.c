@@ -334,7 +334,7 @@ static int l_nearest(lua_State *L)
     const char *text = luaL_checklstring(L, 2, &len);
     int level = check_level(L, s, 3);
     lua_Integer n = luaL_optinteger(L, 4, 5);
-    if (n < 1) return luaL_argerror(L, 4, "expected n >= 1");
+    if (n < 1) return luaL_argerror(L, 4, lua_pushfstring(L, "n must be >= 1, got %I", n));
     int64_t k = dga_store_k(s, level);
     if (n > k) n = k;
     int64_t *ids = dgal_scratch(L, (size_t)n * sizeof *ids);
@@ -392,7 +392,8 @@ static int l_store_build(lua_State *L)
     if (!o.corpus) return luaL_argerror(L, 1, "field 'corpus' (a directory) is required");
     if (!o.out) return luaL_argerror(L, 1, "field 'out' (the store directory) is required");
     o.seq_len = (int)dgal_opt_int(L, 1, "seq_len", 129, INT_MIN, INT_MAX);
-    if (o.seq_len < 2) return luaL_argerror(L, 1, "field 'seq_len' must be >= 2");
+    if (o.seq_len < 2)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "field 'seq_len' must be >= 2, got %d", o.seq_len));
     o.tokenizer = dgal_opt_str(L, 1, "tokenizer", NULL, NULL);
     o.vocab = (int)dgal_opt_int(L, 1, "vocab", 8192, INT_MIN, INT_MAX);
     o.max_mb = dgal_opt_num(L, 1, "max_mb", 0, -HUGE_VAL, HUGE_VAL, 0);

@@ -227,6 +227,7 @@ static int tok_merge(lua_State *L)
 typedef struct {
     dga_text_reader *r;
     dga_text_stats   stats;   /* kept after close */
+    int              closed;  /* by reader:close() (or a for loop's end), not by the end */
 } reader_box;
 
 static reader_box *check_reader(lua_State *L, int idx)
@@ -244,7 +245,9 @@ static void reader_finish(reader_box *b)
 
 static int reader_close(lua_State *L)
 {
-    reader_finish(check_reader(L, 1));
+    reader_box *b = check_reader(L, 1);
+    reader_finish(b);
+    b->closed = 1;
     return 0;
 }
 
@@ -262,6 +265,8 @@ static reader_box *open_reader(lua_State *L, const char *path)
 static int reader_next(lua_State *L)
 {
     reader_box *b = check_reader(L, 1);
+    /* Reading on after close would look like an empty corpus. */
+    if (b->closed) return luaL_error(L, "text reader: reading after close()");
     if (!b->r) return 0;
     dga_text_doc d;
     dga_status st = dga_text_next(b->r, &d);
@@ -455,7 +460,8 @@ static int l_shard_write(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     lua_Integer vocab = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, vocab >= 1 && vocab <= 2147483647, 3, "vocabulary size must be in [1, 2^31)");
+    luaL_argcheck(L, vocab >= 1 && vocab <= 2147483647, 3,
+                  lua_pushfstring(L, "vocabulary size must be in [1, 2^31), got %I", vocab));
     dga_tensor *t = dgal_to_tensor(L, 2, DGA_I32);
     dga_status st = dga_shard_write(path, dga_tensor_i32(t), (size_t)t->numel, (int)vocab);
     dga_tensor_release(t);
@@ -463,7 +469,8 @@ static int l_shard_write(lua_State *L)
     return 0;
 }
 
-/* dga.shard_read(path) -> int32 tensor, {version=, n_tokens=, vocab_size=, token_bytes=} */
+/* dga.shard_read(path) -> int32 tensor, {version=, n_tokens=, vocab_size=, token_bytes=,
+ * max_id= (the largest token, -1 for an empty shard)} */
 static int l_shard_read(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -480,7 +487,7 @@ static int l_shard_read(lua_State *L)
     if (st == DGA_OK && n) memcpy(dga_tensor_i32(*box), tokens, n * sizeof *tokens);
     free(tokens);
     if (st != DGA_OK) return dgal_error(L, st);
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushinteger(L, info.version);
     lua_setfield(L, -2, "version");
     lua_pushinteger(L, (lua_Integer)info.n_tokens);
@@ -489,6 +496,8 @@ static int l_shard_read(lua_State *L)
     lua_setfield(L, -2, "vocab_size");
     lua_pushinteger(L, info.token_bytes);
     lua_setfield(L, -2, "token_bytes");
+    lua_pushinteger(L, info.max_id);
+    lua_setfield(L, -2, "max_id");
     return 2;
 }
 

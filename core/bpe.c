@@ -616,6 +616,7 @@ dga_status dga_bpe_decode(const dga_bpe *t, const int32_t *ids, size_t n, char *
 
 struct dga_bpe_trainer {
     bmap chunks;   /* chunk bytes -> count */
+    size_t bytes;  /* text added so far */
     dga_status err;
 };
 
@@ -644,6 +645,7 @@ void dga_bpe_trainer_free(dga_bpe_trainer *tr)
 dga_status dga_bpe_trainer_add(dga_bpe_trainer *tr, const char *text, size_t len)
 {
     if (len && !text) return dga_fail(DGA_ERR_INVALID, "tokenizer training: no text");
+    tr->bytes += len;
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     while (i < len) {
@@ -838,6 +840,11 @@ dga_status dga_bpe_trainer_finish(dga_bpe_trainer *tr, int vocab_size, dga_bpe *
         return dga_fail(DGA_ERR_INVALID,
                         "tokenizer training: vocabulary size %d outside [257, %d] (256 bytes + "
                         "merges + <|endoftext|>)", vocab_size, DGA_BPE_MAX_VOCAB);
+    /* A corpus that turned out empty (no files, every line skipped) is a mistake upstream;
+     * a byte-only tokenizer would hide it until the first model trained on it. */
+    if (tr->bytes == 0)
+        return dga_fail(DGA_ERR_INVALID, "tokenizer training: the corpus is empty (no text was "
+                        "added)");
     int want = vocab_size - 257;
     trainer_state s;
     memset(&s, 0, sizeof s);

@@ -44,7 +44,8 @@ dga_status dga_bpe_trainer_add(dga_bpe_trainer *tr, const char *text, size_t len
 /* Learns up to vocab_size - 257 merges (257 <= vocab_size <= DGA_BPE_MAX_VOCAB), most
  * frequent pair first (pairs counted over the chunk multiset); ties go to the pair with the
  * smaller (left id, right id). Stops early when no adjacent pair is left, so a tiny corpus
- * may give a smaller vocabulary (check dga_bpe_vocab_size). Free the trainer afterwards. */
+ * may give a smaller vocabulary (check dga_bpe_vocab_size). No text added at all (an empty
+ * corpus) is DGA_ERR_INVALID. Free the trainer afterwards. */
 dga_status dga_bpe_trainer_finish(dga_bpe_trainer *tr, int vocab_size, dga_bpe **out);
 void dga_bpe_trainer_free(dga_bpe_trainer *tr);   /* NULL is fine */
 

@@ -7,6 +7,7 @@
 #include "bpe.h"
 #include "bpe_internal.h"
 #include "fileio.h"
+#include "stale.h"
 
 /* GPT-2's byte-to-unicode table: printable Latin-1 bytes stand for themselves, the other 68
  * bytes are moved to U+0100.. in byte order, so every token is printable text without
@@ -86,6 +87,7 @@ static json_t *byte_level(int add_prefix_space, int trim_offsets)
 dga_status dga_bpe_save(const dga_bpe *tok, const char *path)
 {
     table_init();
+    dga_stale_remove(path, NULL);
     int n_merges = dga_bpe_num_merges(tok);
     int32_t eot = dga_bpe_eot(tok);
     json_t *vocab = json_object(), *merges = json_array();

@@ -152,7 +152,10 @@ static dga_status meta_int(const dga_safetensors *f, const char *key, int requir
     return DGA_OK;
 }
 
-static dga_status meta_float(const dga_safetensors *f, const char *key, float *out)
+/* A finite number in [lo, hi] (in [lo, hi) when hi_open). strtod reads "nan" and "inf",
+ * which the range check must refuse: AdamW would spread them into every weight. */
+static dga_status meta_float(const dga_safetensors *f, const char *key, double lo, double hi,
+                             int hi_open, float *out)
 {
     const char *path = dga_safetensors_path(f);
     const char *v = dga_safetensors_meta(f, key);
@@ -163,7 +166,11 @@ static dga_status meta_float(const dga_safetensors *f, const char *key, float *o
     if (errno || end == v || *end)
         return dga_fail(DGA_ERR_FORMAT, "%s: metadata \"%s\" is \"%s\" (expected a number)",
                         path, key, v);
-    *out = (float)x;
+    float xf = (float)x;
+    if (!isfinite(xf) || !(xf >= lo) || (hi_open ? !(xf < hi) : !(xf <= hi)))
+        return dga_fail(DGA_ERR_FORMAT, "%s: metadata \"%s\" is \"%s\" (expected a finite "
+                        "number in [%g, %g%c)", path, key, v, lo, hi, hi_open ? ')' : ']');
+    *out = xf;
     return DGA_OK;
 }
 
@@ -197,7 +204,7 @@ dga_status dga_checkpoint_open(const char *path, dga_checkpoint **out)
     ck->max_batch = (int)batch;
     st = dga_gpt_config_check(&ck->cfg);
     if (st != DGA_OK) {
-        st = dga_fail(DGA_ERR_FORMAT, "%s: invalid model config: %s", path, dga_last_error());
+        st = dga_fail_wrap(DGA_ERR_FORMAT, "%s: invalid model config", path);
         goto fail;
     }
     ck->has_opt = dga_safetensors_meta(ck->file, opt_keys[O_STEPS]) != NULL;
@@ -238,8 +245,9 @@ static dga_status check_config(const dga_checkpoint *ck, const dga_model *model)
 }
 
 /* An error naming the tensor if its data holds a NaN or an infinity: such a checkpoint would
- * load and then poison every step. */
-static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e)
+ * load and then poison every step. With `nonneg` (Adam's second moment, a running mean of
+ * squares) a negative value is refused too: sqrt(v) would write a NaN into the weight. */
+static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e, int nonneg)
 {
     const unsigned char *p = e->data;   /* possibly unaligned: read through memcpy */
     int64_t n = dga_st_entry_numel(e);
@@ -250,6 +258,10 @@ static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e)
             return dga_fail(DGA_ERR_FORMAT, "%s: tensor '%s' holds %s at index %" PRId64
                             " (a diverged run was saved?)", dga_safetensors_path(ck->file),
                             e->name, isnan(x) ? "NaN" : "an infinity", i);
+        if (nonneg && x < 0)
+            return dga_fail(DGA_ERR_FORMAT, "%s: tensor '%s' holds %g at index %" PRId64
+                            " (a second moment must be >= 0)", dga_safetensors_path(ck->file),
+                            e->name, (double)x, i);
     }
     return DGA_OK;
 }
@@ -286,7 +298,7 @@ dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_model *model)
         const dga_tensor_info *ti = dga_model_tensor(model, i);
         const dga_st_entry *e;
         st = find_like(ck, ti->name, ti, &e);
-        if (st == DGA_OK) st = check_finite(ck, e);
+        if (st == DGA_OK) st = check_finite(ck, e, 0);
     }
     if (st != DGA_OK) return st;
     float *theta = dga_model_params(model);
@@ -312,11 +324,12 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_mod
     int64_t steps = 0;
     dga_adamw_config c = *dga_adamw_get_config(opt);
     st = meta_int(ck->file, opt_keys[O_STEPS], 1, 0, INT64_MAX, &steps);
-    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_LR], &c.lr);
-    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_B1], &c.beta1);
-    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_B2], &c.beta2);
-    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_EPS], &c.eps);
-    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_WD], &c.weight_decay);
+    /* the ranges dga_adamw_create accepts */
+    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_LR], 0, HUGE_VAL, 0, &c.lr);
+    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_B1], 0, 1, 1, &c.beta1);
+    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_B2], 0, 1, 1, &c.beta2);
+    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_EPS], 0, HUGE_VAL, 0, &c.eps);
+    if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_WD], 0, HUGE_VAL, 0, &c.weight_decay);
     int nt = dga_model_num_tensors(model);
     char name[96];
     for (int i = 0; i < nt && st == DGA_OK; i++) {
@@ -324,10 +337,10 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_mod
         const dga_st_entry *e;
         snprintf(name, sizeof name, "optimizer.m.%s", ti->name);
         st = find_like(ck, name, ti, &e);
-        if (st == DGA_OK) st = check_finite(ck, e);
+        if (st == DGA_OK) st = check_finite(ck, e, 0);
         snprintf(name, sizeof name, "optimizer.v.%s", ti->name);
         if (st == DGA_OK) st = find_like(ck, name, ti, &e);
-        if (st == DGA_OK) st = check_finite(ck, e);
+        if (st == DGA_OK) st = check_finite(ck, e, 1);
     }
     if (st != DGA_OK) return st;
     float *m = dga_adamw_m(opt), *v = dga_adamw_v(opt);

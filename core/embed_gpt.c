@@ -64,8 +64,8 @@ static dga_status gpt_load_files(gpt_state *s, const char *model_path, const cha
     if (st == DGA_OK) st = dga_checkpoint_new_model(ck, 1, &m);
     dga_checkpoint_close(ck);
     if (st == DGA_OK && (st = dga_bpe_load(tok_path, &tok)) != DGA_OK)
-        st = dga_fail(st, "embed gpt: the model's tokenizer: %s (a gpt:CKPT embedder reads "
-                      "tokenizer.json beside the checkpoint)", dga_last_error());
+        st = dga_fail_wrap(st, "embed gpt: the model's tokenizer (a gpt:CKPT embedder reads "
+                           "tokenizer.json beside the checkpoint)");
     if (st == DGA_OK && dga_bpe_vocab_size(tok) > dga_model_vocab(m))
         st = dga_fail(DGA_ERR_INVALID, "embed gpt: %s has %d tokens, the model %s only %d",
                       tok_path, dga_bpe_vocab_size(tok), model_path,

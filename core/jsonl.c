@@ -118,7 +118,8 @@ static dga_status walk_dir(const char *dir, int depth, strvec *out)
         if ((st = strvec_push(&names, s)) != DGA_OK) break;
     }
     closedir(d);
-    if (st == DGA_OK) qsort(names.items, names.n, sizeof *names.items, cmp_str);
+    /* an empty directory leaves items NULL, which qsort must not be given */
+    if (st == DGA_OK && names.n > 1) qsort(names.items, names.n, sizeof *names.items, cmp_str);
     for (size_t i = 0; st == DGA_OK && i < names.n; i++) {
         char *path = join_path(dir, names.items[i]);
         if (!path) { st = dga_fail(DGA_ERR_NOMEM, "text walk: out of memory"); break; }

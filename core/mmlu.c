@@ -54,6 +54,11 @@ static void on_field(void *data, size_t len, void *ud)
         s->between = 0;
     }
     if (s->st != DGA_OK) return;
+    if (len && memchr(data, '\0', len)) {   /* would silently cut the field short */
+        s->st = dga_fail(DGA_ERR_FORMAT, "%s: line %d: a NUL byte in field %d of the row",
+                         s->name, s->line, s->nfields + 1);
+        return;
+    }
     if (s->nfields < MMLU_COLS) {
         char *copy = malloc(len + 1);
         if (!copy) {
@@ -131,6 +136,13 @@ dga_status dga_mmlu_parse_csv(const char *name, const void *data, size_t len, co
     if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
         return dga_fail(DGA_ERR_NOMEM, "%s: cannot initialise the CSV parser", name);
     csv_set_space_func(&p, never_space);
+    /* libcsv grows a field's buffer by blk_size bytes at a time (128 by default), which is
+     * quadratic in a long field: no field is longer than the file, up to a 1 MB step. */
+    csv_set_blk_size(&p, len < ((size_t)1 << 20) ? len + 1 : (size_t)1 << 20);
+    if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
+        data = (const char *)data + 3;   /* a UTF-8 byte-order mark: not part of the question */
+        len -= 3;
+    }
 
     csv_state s = {.name = name, .subject = subject, .qs = qs, .n = n, .cap = *n,
                    .line = 1, .row_line = 1, .between = 1, .st = DGA_OK};
@@ -253,8 +265,13 @@ dga_status dga_mmlu_load(const char *dir, dga_mmlu **out)
             size_t n = 0;
             st = dga_file_read_all(path, &data, &n);
             if (st != DGA_OK) break;
+            size_t before = mm->n[split];
             st = dga_mmlu_parse_csv(path, data, n, mm->subjects[i], &mm->q[split], &mm->n[split]);
             free(data);
+            /* The test questions are what is scored and the dev ones the 5-shot examples: a
+             * subject without them would be scored on nothing, or without its examples. */
+            if (st == DGA_OK && mm->n[split] == before && split != DGA_MMLU_VAL)
+                st = dga_fail(DGA_ERR_FORMAT, "%s: line 1: no questions (an empty file?)", path);
         }
     }
     if (st != DGA_OK) {

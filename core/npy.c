@@ -76,7 +76,10 @@ static const char *find_key(const char *h, const char *end, const char *key)
     for (const char *p = h; p + kl + 2 <= end; p++) {
         if ((*p == '\'' || *p == '"') && memcmp(p + 1, key, kl) == 0 && p[kl + 1] == *p) {
             const char *q = skip_ws(p + kl + 2, end);
-            if (q < end && *q == ':') return skip_ws(q + 1, end);
+            if (q < end && *q == ':') {
+                q = skip_ws(q + 1, end);
+                return q < end ? q : NULL;   /* the header may end the buffer: no *end */
+            }
         }
     }
     return NULL;
@@ -142,7 +145,8 @@ dga_status dga_npy_parse_header(const char *path, const unsigned char *buf, size
         if (p >= end) return dga_fail(DGA_ERR_FORMAT, "%s: .npy header: unterminated shape", path);
         if (*p == ')') break;
         if (!isdigit((unsigned char)*p))
-            return dga_fail(DGA_ERR_FORMAT, "%s: .npy header: bad shape entry at '%.10s'", path, p);
+            return dga_fail(DGA_ERR_FORMAT, "%s: .npy header: bad shape entry at '%.*s'", path,
+                            (int)(end - p < 10 ? end - p : 10), p);
         if (out->ndim == DGA_NPY_MAX_DIMS)
             return dga_fail(DGA_ERR_FORMAT, "%s: .npy array has more than %d dimensions", path,
                             DGA_NPY_MAX_DIMS);

@@ -1,6 +1,7 @@
 /* llm.c-style token shards: validated reading, atomic writing. */
 #include "shard.h"
 #include "fileio.h"
+#include "stale.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ dga_status dga_shard_write(const char *path, const int32_t *tokens, size_t n, in
         return dga_fail(DGA_ERR_INVALID, "%s: %zu tokens do not fit one shard (at most %u)",
                         path, n, DGA_SHARD_MAX_TOKENS);
     if (n > 0 && !tokens) return dga_fail(DGA_ERR_INVALID, "%s: no token array", path);
+    dga_stale_remove(path, NULL);
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= vocab_size)
             return dga_fail(DGA_ERR_INVALID,
@@ -136,6 +138,7 @@ static dga_status open_checked(const char *path, FILE **out, dga_shard_info *inf
     info->n_tokens = count;
     info->vocab_size = (int)vocab;
     info->token_bytes = width;
+    info->max_id = -1;
     *out = fp;
     return DGA_OK;
 fail:
@@ -192,6 +195,7 @@ dga_status dga_shard_read(const char *path, int32_t **tokens, size_t *n, dga_sha
                 break;
             }
             out[i + k] = (int32_t)v;
+            if ((int32_t)v > info->max_id) info->max_id = (int32_t)v;
         }
         if (st != DGA_OK) break;
     }

@@ -25,6 +25,7 @@ typedef struct {
     size_t n_tokens;
     int    vocab_size;    /* 0 when the file does not say */
     int    token_bytes;   /* 2 or 4 */
+    int32_t max_id;       /* largest token (dga_shard_read); -1 when empty or not read */
 } dga_shard_info;
 
 /* Writes tokens atomically (tmp file, fsync, rename). Every token must be in

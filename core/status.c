@@ -34,6 +34,17 @@ dga_status dga_fail_errno(dga_status status, const char *fmt, ...)
     return status;
 }
 
+dga_status dga_fail_wrap(dga_status status, const char *fmt, ...)
+{
+    char cause[sizeof last_error];
+    memcpy(cause, last_error, sizeof cause);
+    va_list ap;
+    va_start(ap, fmt);
+    record(fmt, ap, cause[0] ? cause : NULL);
+    va_end(ap);
+    return status;
+}
+
 const char *dga_last_error(void) { return last_error; }
 
 static volatile sig_atomic_t interrupt_flag;

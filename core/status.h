@@ -24,6 +24,12 @@ dga_status dga_fail(dga_status status, const char *fmt, ...)
 dga_status dga_fail_errno(dga_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Puts context in front of the last failure's message: records "<context>: <cause>", where
+ * <cause> is dga_last_error() as it was before the call, and returns `status`. The cause is
+ * copied before formatting, so a caller never formats the message buffer into itself. */
+dga_status dga_fail_wrap(dga_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* The message of the calling thread's last failure ("" if none). */
 const char *dga_last_error(void);
 

@@ -14,8 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bpe.h"
 #include "fileio.h"
 #include "npy.h"
+#include "stale.h"
 
 #define FORMAT_NAME "dgalua-store"
 #define FORMAT_VERSION 1
@@ -404,6 +406,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
     char dir[3001];
     if (dga_path_trim(dir, sizeof dir, dir_arg) != DGA_OK)
         return dga_fail(DGA_ERR_INVALID, "store: output path empty or too long");
+    dga_stale_remove(dir, NULL);
     if (b->nseq == 0)
         return dga_fail(DGA_ERR_INVALID,
                         "store: no complete sequence of %d tokens (%lld documents read)",
@@ -592,6 +595,32 @@ static dga_status check_offsets(const char *dir, const char *name, const uint64_
     return DGA_OK;
 }
 
+/* The store's tokenizer (when it keeps one) must have the manifest's vocabulary and
+ * <|endoftext|>: text encoded with it becomes ids of the store's models. */
+static dga_status check_tokenizer(const dga_store *s, json_t *m, const char *mpath)
+{
+    json_t *j = json_object_get(m, "tokenizer");
+    if (!j || json_is_null(j)) return DGA_OK;
+    if (!json_is_string(j) || !json_string_value(j)[0] || strchr(json_string_value(j), '/'))
+        return dga_fail(DGA_ERR_FORMAT, "%s: field 'tokenizer': expected null or a file name", mpath);
+    char path[4096];
+    if (!path_join(path, sizeof path, s->dir, json_string_value(j)))
+        return dga_fail(DGA_ERR_INVALID, "store: path too long");
+    dga_bpe *tok = NULL;
+    dga_status st = dga_bpe_load(path, &tok);
+    if (st != DGA_OK) return dga_fail_wrap(st, "%s: field 'tokenizer'", mpath);
+    int tv = dga_bpe_vocab_size(tok);
+    int32_t te = dga_bpe_eot(tok);
+    dga_bpe_free(tok);
+    if (tv != s->vocab)
+        return dga_fail(DGA_ERR_FORMAT, "%s: vocab_size %d, but %s has %d tokens", mpath, s->vocab,
+                        path, tv);
+    if (te != s->eot)
+        return dga_fail(DGA_ERR_FORMAT, "%s: eot %d, but %s has <|endoftext|> = %d", mpath,
+                        (int)s->eot, path, (int)te);
+    return DGA_OK;
+}
+
 static dga_status open_checked(dga_store *s, json_t *m, const char *mpath)
 {
     dga_status st;
@@ -663,14 +692,32 @@ static dga_status open_checked(dga_store *s, json_t *m, const char *mpath)
             return st;
         snprintf(name, sizeof name, "level%d_centroids.npy", l + 1);
         if ((st = map_file(s, name, DGA_NPY_F32, 2, s->k[l], s->dim, &s->centroids[l]))) return st;
+        /* a NaN centroid loses every comparison, so assignment would pile all mass on one
+         * domain instead of failing */
+        const float *c = s->centroids[l].data;
+        for (int64_t i = 0; i < s->k[l] * s->dim; i++)
+            if (!isfinite(c[i]))
+                return dga_fail(DGA_ERR_FORMAT, "%s/%s: centroid %lld holds %s at column %lld",
+                                s->dir, name, (long long)(i / s->dim) + 1,
+                                isnan(c[i]) ? "NaN" : "an infinity", (long long)(i % s->dim) + 1);
     }
     if ((st = map_file(s, "seq_doc.npy", DGA_NPY_I64, 1, s->nseq, 0, &s->seq_doc))) return st;
+    int64_t ndocs = INT64_MAX;
+    if (json_object_get(m, "documents") &&
+        (st = get_int(mpath, m, "documents", 1, INT64_MAX, &ndocs)))
+        return st;
+    const int64_t *sd = s->seq_doc.data;
+    for (int64_t r = 0; r < s->nseq; r++)
+        if (sd[r] < 0 || sd[r] >= ndocs)
+            return dga_fail(DGA_ERR_FORMAT, "%s/seq_doc.npy: entry %lld is %lld, outside [0, %lld)",
+                            s->dir, (long long)r, (long long)sd[r], (long long)ndocs);
     if ((st = map_file(s, "seq_source.npy", DGA_NPY_I32, 1, s->nseq, 0, &s->seq_source))) return st;
     const int32_t *ss = s->seq_source.data;
     for (int64_t r = 0; r < s->nseq; r++)
         if (ss[r] < 0 || ss[r] >= s->nsources)
             return dga_fail(DGA_ERR_FORMAT, "%s/seq_source.npy: entry %lld is %d, outside [0, %d)",
                             s->dir, (long long)r, ss[r], s->nsources);
+    if ((st = check_tokenizer(s, m, mpath))) return st;
     /* Token ids are checked once here so that gather never hands the model a bad id. */
     int64_t nt = s->nseq * s->seq_len;
     if (s->tok16) {

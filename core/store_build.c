@@ -16,6 +16,7 @@
 #include "bpe.h"
 #include "fileio.h"
 #include "jsonl.h"
+#include "stale.h"
 #include "store.h"
 
 static double now_s(void)
@@ -164,6 +165,10 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     char out[3001];
     if (dga_path_trim(out, sizeof out, o->out) != DGA_OK)
         return dga_fail(DGA_ERR_INVALID, "store_build: output path empty or too long");
+    int swept = 0;
+    if (dga_stale_remove(out, &swept) == DGA_OK && swept && o->verbose)
+        fprintf(stderr, "store: removed %d leftover%s of a killed build of %s\n", swept,
+                swept == 1 ? "" : "s", out);
     int seq_len = o->seq_len > 0 ? o->seq_len : 129;
     if (o->nlevels < 1 || o->nlevels > DGA_STORE_MAX_LEVELS)
         return dga_fail(DGA_ERR_INVALID, "store_build: %d levels (expected 1..%d)", o->nlevels,
@@ -183,7 +188,7 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     const char *tok_path = o->tokenizer;
     double t0 = now_s();
     size_t docs, bytes;
-    dga_text_stats total = {0};
+    dga_text_stats total = {0}, train_stats = {0};
 
     if (o->tokenizer) {
         if ((st = dga_bpe_load(o->tokenizer, &tok))) goto done;
@@ -193,7 +198,7 @@ dga_status dga_store_build(const dga_store_build_opts *o)
         double lim = o->train_mb > 0 ? o->train_mb : o->max_mb;
         if (o->max_mb > 0 && lim > o->max_mb) lim = o->max_mb;
         for (int i = 0; i < src.n && st == DGA_OK; i++)
-            st = walk_source(src.paths[i], lim, train_add, tr, &docs, &bytes, NULL);
+            st = walk_source(src.paths[i], lim, train_add, tr, &docs, &bytes, &train_stats);
         if (st == DGA_OK) st = dga_bpe_trainer_finish(tr, o->vocab > 0 ? o->vocab : 8192, &tok);
         dga_bpe_trainer_free(tr);
         if (st != DGA_OK) goto done;
@@ -235,7 +240,19 @@ dga_status dga_store_build(const dga_store_build_opts *o)
         fprintf(stderr, "store: wrote %s (%lld sequences of %d tokens) in %.1f s total\n", out,
                 (long long)dga_store_builder_sequences(b), seq_len, now_s() - t0);
 done:
-    if (o->text_stats) *o->text_stats = total;
+    /* A corpus of nothing but malformed lines fails far from its cause ("no complete
+     * sequence", "the corpus is empty"): say what was skipped. The encoding pass read
+     * everything the training pass did, when it got that far. */
+    if (st != DGA_OK && st != DGA_ERR_INTERRUPTED) {
+        const dga_text_stats *sk = total.files ? &total : &train_stats;
+        if (sk->skipped) {
+            char cause[1024];
+            snprintf(cause, sizeof cause, "%s", dga_last_error());
+            dga_fail(st, "%s; %zu malformed input line%s skipped, the first: %s", cause,
+                     sk->skipped, sk->skipped == 1 ? "" : "s", sk->messages[0]);
+        }
+    }
+    if (o->text_stats) *o->text_stats = total.files ? total : train_stats;
     if (tok_tmp[0]) unlink(tok_tmp);
     dga_bpe_ids_free(&ec.ids);
     dga_store_builder_free(b);

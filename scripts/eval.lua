@@ -26,7 +26,16 @@ if not dga.shard_read then error("this dgalua has no dga.shard_read (text bindin
 local ck = require("dgalib.model_dir").load(opt.checkpoint)
 local model = ck.model
 local cfg = model:config()
-local tokens = dga.shard_read(opt.data)
+local tokens, info = dga.shard_read(opt.data)
+local shard_vocab = args.shard_vocab(info)
+if shard_vocab and shard_vocab ~= cfg.vocab then
+    error(string.format("%s has a vocabulary of %d, but %s has %d", opt.data, shard_vocab,
+                        opt.checkpoint, cfg.vocab), 0)
+end
+if info.max_id >= cfg.vocab then
+    error(string.format("%s holds token id %d, outside the vocabulary of %s (%d)", opt.data,
+                        info.max_id, opt.checkpoint, cfg.vocab), 0)
+end
 local T = cfg.context
 local n = windows.count(tokens, T)
 if n == 0 then

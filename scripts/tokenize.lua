@@ -38,6 +38,19 @@ local ids, st = tok:encode_corpus(a.corpus, {
 })
 local secs = os.clock() - c0
 require("dgalib.data").warn_skipped(st)
+-- An empty shard would only fail later, in whatever trains on it.
+if st.docs == 0 and max_docs ~= 0 then
+    local why
+    if st.files == 0 then
+        why = "no .jsonl or .txt files"
+    elseif st.skipped > 0 then
+        why = string.format("%d files, every line skipped (%d malformed, the first: %s)", st.files,
+                            st.skipped, st.messages[1])
+    else
+        why = string.format("%d files, all empty", st.files)
+    end
+    error(string.format("%s: no document to encode (%s); %s not written", a.corpus, why, a.out), 0)
+end
 dga.shard_write(a.out, ids, tok:vocab_size())
 local n = #ids
 print(string.format("%s: %d documents, %.2f MB of text -> %d tokens (%.2f bytes/token), uint%d, %.1f s CPU",

@@ -79,8 +79,16 @@ if opt.save and not save_dir then
     end
 end
 local tokens, info = dga.shard_read(opt.data)
-local vocab = opt.vocab or args.shard_vocab(info)
-if not vocab then vocab = tokens:max() + 1 end
+local shard_vocab = args.shard_vocab(info)
+-- Checked now rather than at the first batch that happens to hold an id the model lacks.
+if opt.vocab and shard_vocab and opt.vocab ~= shard_vocab then
+    error(string.format("--vocab %d, but %s has a vocabulary of %d", opt.vocab, opt.data, shard_vocab), 0)
+end
+local vocab = opt.vocab or shard_vocab
+if not vocab then vocab = math.max(info.max_id, 0) + 1 end
+if info.max_id >= vocab then
+    error(string.format("%s holds token id %d, outside --vocab %d", opt.data, info.max_id, vocab), 0)
+end
 local T = opt.context
 if tokens:numel() < T + 1 then
     args.fail(parser, string.format("%s holds %d tokens, fewer than context + 1 = %d", opt.data,

@@ -280,8 +280,18 @@ static void test_train_rejects_bad_vocab(void **state)
     assert_int_equal(dga_bpe_train(texts, lens, 1, 256, &tok), DGA_ERR_INVALID);
     assert_null(tok);
     assert_non_null(strstr(dga_last_error(), "256"));
-    /* no text at all: a valid, merge-free tokenizer */
-    assert_int_equal(dga_bpe_train(texts, lens, 0, 1000, &tok), DGA_OK);
+    /* no text at all (no documents, or only empty ones): an error, not a byte-only tokenizer */
+    assert_int_equal(dga_bpe_train(texts, lens, 0, 1000, &tok), DGA_ERR_INVALID);
+    assert_null(tok);
+    assert_non_null(strstr(dga_last_error(), "corpus is empty"));
+    const char *empty[] = {"", ""};
+    size_t zero[] = {0, 0};
+    assert_int_equal(dga_bpe_train(empty, zero, 2, 1000, &tok), DGA_ERR_INVALID);
+    assert_null(tok);
+    /* text without a single pair: a valid, merge-free tokenizer */
+    const char *one[] = {"a"};
+    size_t len1[] = {1};
+    assert_int_equal(dga_bpe_train(one, len1, 1, 1000, &tok), DGA_OK);
     assert_int_equal(dga_bpe_vocab_size(tok), 257);
     assert_round_trip(tok, "hello", 5);
     dga_bpe_free(tok);

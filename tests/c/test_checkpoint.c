@@ -484,9 +484,11 @@ static void test_checkpoint_errors(void **state)
     for (int i = 0; i < dga_safetensors_meta_count(g); i++)
         if (strcmp(dga_safetensors_meta_at(g, i)->key, "dgalua.crc32"))
             mg[nmg++] = *dga_safetensors_meta_at(g, i);
-    const char *names[2] = {"transformer.h.0.mlp.c_fc.weight", "optimizer.v.transformer.ln_f.bias"};
-    const float poison[2] = {NAN, -INFINITY};
-    for (int c = 0; c < 2; c++) {
+    const char *names[3] = {"transformer.h.0.mlp.c_fc.weight", "optimizer.v.transformer.ln_f.bias",
+                            "optimizer.v.transformer.h.1.attn.c_proj.weight"};
+    const float poison[3] = {NAN, -INFINITY, -1.0f};
+    const char *says[3] = {"holds NaN", "holds an infinity", "holds -1 at index"};
+    for (int c = 0; c < 3; c++) {
         float *copy = NULL;
         for (int i = 0; i < ng; i++) {
             eg[i] = *dga_safetensors_entry(g, i);
@@ -505,9 +507,38 @@ static void test_checkpoint_errors(void **state)
                               : dga_checkpoint_load_optimizer(ck, a, oa);
         assert_int_equal(s, DGA_ERR_FORMAT);
         assert_non_null(strstr(dga_last_error(), names[c]));
-        assert_non_null(strstr(dga_last_error(), c == 0 ? "holds NaN" : "holds an infinity"));
+        assert_non_null(strstr(dga_last_error(), says[c]));
+        assert_non_null(strstr(dga_last_error(), cut));
         dga_checkpoint_close(ck);
         free(copy);
+    }
+    /* Impossible metadata with a valid checksum: a hyper-parameter out of its range (strtod
+     * reads "nan") and a config gpt cannot build, whose cause must survive the wrapping. */
+    for (int i = 0; i < ng; i++) eg[i] = *dga_safetensors_entry(g, i);
+    const struct { const char *key, *val, *says; } bad_md[] = {
+        {"optimizer.lr", "nan", "\"optimizer.lr\" is \"nan\" (expected a finite number"},
+        {"optimizer.beta2", "1", "\"optimizer.beta2\" is \"1\""},
+        {"optimizer.eps", "-1e-8", "\"optimizer.eps\" is \"-1e-8\""},
+        {"optimizer.weight_decay", "inf", "\"optimizer.weight_decay\" is \"inf\""},
+        {"n_head", "3", "invalid model config: gpt config: width 16 is not a multiple of heads 3"},
+    };
+    for (size_t c = 0; c < sizeof bad_md / sizeof bad_md[0]; c++) {
+        const char *keep = NULL;
+        for (int i = 0; i < nmg; i++)
+            if (!strcmp(mg[i].key, bad_md[c].key)) keep = mg[i].value, mg[i].value = bad_md[c].val;
+        assert_non_null(keep);
+        assert_int_equal(dga_safetensors_write_crc(cut, eg, ng, mg, nmg, "dgalua.crc32"), DGA_OK);
+        dga_status s = dga_checkpoint_open(cut, &ck);
+        if (s == DGA_OK) s = dga_checkpoint_load_optimizer(ck, a, oa);
+        if (!strstr(dga_last_error(), bad_md[c].says))
+            print_error("expected '%s', got: %s\n", bad_md[c].says, dga_last_error());
+        assert_int_equal(s, DGA_ERR_FORMAT);
+        assert_non_null(strstr(dga_last_error(), bad_md[c].says));
+        assert_non_null(strstr(dga_last_error(), cut));
+        dga_checkpoint_close(ck);
+        ck = NULL;
+        for (int i = 0; i < nmg; i++)
+            if (!strcmp(mg[i].key, bad_md[c].key)) mg[i].value = keep;
     }
     free(eg);
     free(mg);

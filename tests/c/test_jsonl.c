@@ -177,6 +177,30 @@ static void test_missing_path(void **state)
     assert_null(r);
 }
 
+/* Empty directories anywhere in the tree, the root included: no files, no error (and no
+ * qsort of a NULL array, which UBSan reports). */
+static void test_empty_directories(void **state)
+{
+    (void)state;
+    char root[300], sub[340];
+    snprintf(root, sizeof root, "%s/empties", dir);
+    assert_int_equal(mkdir(root, 0755), 0);
+    char **files = NULL;
+    size_t n = 7;
+    assert_int_equal(dga_text_list_files(root, &files, &n), DGA_OK);
+    assert_int_equal(n, 0);
+    dga_text_free_files(files, n);
+    snprintf(sub, sizeof sub, "%s/inner", root);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    seen s = {0};
+    dga_text_stats st;
+    assert_int_equal(dga_text_foreach(root, record, &s, &st), DGA_OK);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(st.files, 0);
+    assert_int_equal(rmdir(sub), 0);
+    assert_int_equal(rmdir(root), 0);
+}
+
 static void test_utf8_validator(void **state)
 {
     (void)state;
@@ -222,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_single_file_and_reader),
         cmocka_unit_test(test_stop_early),
         cmocka_unit_test(test_missing_path),
+        cmocka_unit_test(test_empty_directories),
         cmocka_unit_test(test_utf8_validator),
         cmocka_unit_test(test_real_corpus_domain),
     };

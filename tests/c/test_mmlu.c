@@ -286,6 +286,70 @@ static void test_unterminated_quote(void **state)
     assert_error_mentions("toy_test.csv: line 2:", NULL);
 }
 
+static void test_empty_bom_nul(void **state)
+{
+    (void)state;
+    dga_mmlu *mm = NULL;
+    /* an empty (or blank) test file is an error, not a subject without questions */
+    assert_int_equal(load_toy("", &mm), DGA_ERR_FORMAT);
+    assert_null(mm);
+    assert_error_mentions("toy_test.csv: line 1:", "no questions");
+    assert_int_equal(load_toy("\n\r\n", &mm), DGA_ERR_FORMAT);
+    assert_error_mentions("toy_test.csv: line 1:", "no questions");
+    /* so is an empty dev file */
+    char dir[64], path[200];
+    make_release(dir, sizeof dir, "q,a,b,c,d,A\n");
+    snprintf(path, sizeof path, "%s/dev/toy_dev.csv", dir);
+    write_file(path, "");
+    assert_int_equal(dga_mmlu_load(dir, &mm), DGA_ERR_FORMAT);
+    assert_error_mentions("dev/toy_dev.csv: line 1:", "no questions");
+    remove_release(dir);
+
+    /* a byte-order mark is stripped, also before a quoted field */
+    dga_mmlu_question *qs = NULL;
+    size_t n = 0;
+    const char bom[] = "\xEF\xBB\xBFq1,a,b,c,d,A\n";
+    assert_int_equal(dga_mmlu_parse_csv("bom.csv", bom, sizeof bom - 1, "toy", &qs, &n), DGA_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(qs[0].question, "q1");
+    dga_mmlu_questions_free(qs, n);
+    qs = NULL, n = 0;
+    const char bomq[] = "\xEF\xBB\xBF\"q1\",a,b,c,d,A\n";
+    assert_int_equal(dga_mmlu_parse_csv("bom.csv", bomq, sizeof bomq - 1, "toy", &qs, &n), DGA_OK);
+    assert_string_equal(qs[0].question, "q1");
+    dga_mmlu_questions_free(qs, n);
+
+    /* a NUL byte would cut a field short: an error naming the line */
+    qs = NULL, n = 0;
+    const char nul[] = "q1,a,b,c,d,A\nq2,a,b\0tail,c,d,B\n";
+    assert_int_equal(dga_mmlu_parse_csv("nul.csv", nul, sizeof nul - 1, "toy", &qs, &n),
+                     DGA_ERR_FORMAT);
+    assert_error_mentions("nul.csv: line 2:", "NUL byte in field 3");
+    dga_mmlu_questions_free(qs, n);
+}
+
+/* A 2 MB quoted field parses whole (libcsv's default 128-byte growth made this quadratic). */
+static void test_long_field(void **state)
+{
+    (void)state;
+    const size_t big = (size_t)2 << 20;
+    char *csv = malloc(big + 32);
+    assert_non_null(csv);
+    size_t k = 0;
+    csv[k++] = '"';
+    for (size_t i = 0; i < big; i++) csv[k++] = (char)('a' + i % 26);
+    memcpy(csv + k, "\",a,b,c,d,C\n", 12);
+    k += 12;
+    dga_mmlu_question *qs = NULL;
+    size_t n = 0;
+    assert_int_equal(dga_mmlu_parse_csv("big.csv", csv, k, "toy", &qs, &n), DGA_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(strlen(qs[0].question), big);
+    assert_int_equal(qs[0].answer, 2);
+    dga_mmlu_questions_free(qs, n);
+    free(csv);
+}
+
 static void test_missing(void **state)
 {
     (void)state;
@@ -319,6 +383,8 @@ int main(void)
         cmocka_unit_test(test_five_columns),
         cmocka_unit_test(test_bad_answer),
         cmocka_unit_test(test_unterminated_quote),
+        cmocka_unit_test(test_empty_bom_nul),
+        cmocka_unit_test(test_long_field),
         cmocka_unit_test(test_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -130,6 +130,30 @@ static void expect_error(const char *path, dga_status want, const char *needle)
     assert_null(a.data);
 }
 
+/* A header that ends the buffer exactly, with a bad shape entry or a key whose value is
+ * missing: the parser must not read past it, not even for its message (found by fuzz_npy). */
+static void header_at_buffer_end(void **state)
+{
+    (void)state;
+    const char *heads[] = {"{'descr': '<f4', 'fortran_order': False, 'shape': (4, x",
+                           "{'descr': '<f4', 'fortran_order': False, 'shape':",
+                           "{'descr':   ", "{'descr': '<f4', 'fortran_order':"};
+    const char *why[] = {"bad shape entry at 'x'", "no 'shape'", "no 'descr'", "no 'fortran_order'"};
+    for (int i = 0; i < 4; i++) {
+        size_t hl = strlen(heads[i]);
+        unsigned char *buf = malloc(10 + hl);   /* exact size, so ASan sees any overread */
+        memcpy(buf, "\x93NUMPY\x01\x00", 8);
+        buf[8] = (unsigned char)hl;
+        buf[9] = 0;
+        memcpy(buf + 10, heads[i], hl);
+        dga_npy a;
+        size_t off;
+        assert_int_equal(dga_npy_parse_header("mem.npy", buf, 10 + hl, &a, &off), DGA_ERR_FORMAT);
+        if (!strstr(dga_last_error(), why[i])) fail_msg("'%s' lacks '%s'", dga_last_error(), why[i]);
+        free(buf);
+    }
+}
+
 static void header_errors(void **state)
 {
     float x[6] = {1, 2, 3, 4, 5, 6};
@@ -201,6 +225,7 @@ int main(void)
         cmocka_unit_test(roundtrip_int_types),
         cmocka_unit_test(reads_foreign_header),
         cmocka_unit_test(header_errors),
+        cmocka_unit_test(header_at_buffer_end),
         cmocka_unit_test(atomic_write_leaves_no_temp),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,26 @@ static void damaged_stores_are_clear_errors(void **state)
     assert_int_equal(dga_npy_write(path, DGA_NPY_U64, 1, a.shape, a.data), DGA_OK);
     dga_npy_free(&a);
     expect_open_error(dir, "leaf_offsets.npy: last entry");
+    /* Centroids that are all NaN (assignment would put everything in one domain). */
+    copy_store(store_dir, dir);
+    snprintf(path, sizeof path, "%s/level1_centroids.npy", dir);
+    assert_int_equal(dga_npy_read(path, &a), DGA_OK);
+    for (int64_t i = 0; i < a.numel; i++) ((float *)a.data)[i] = NAN;
+    assert_int_equal(dga_npy_write(path, DGA_NPY_F32, 2, a.shape, a.data), DGA_OK);
+    dga_npy_free(&a);
+    expect_open_error(dir, "level1_centroids.npy: centroid 1 holds NaN at column 1");
+    /* Document numbers outside [0, documents). */
+    const int64_t bad_doc[2] = {-1, 240};
+    for (int c = 0; c < 2; c++) {
+        copy_store(store_dir, dir);
+        snprintf(path, sizeof path, "%s/seq_doc.npy", dir);
+        assert_int_equal(dga_npy_read(path, &a), DGA_OK);
+        ((int64_t *)a.data)[3] = bad_doc[c];
+        assert_int_equal(dga_npy_write(path, DGA_NPY_I64, 1, a.shape, a.data), DGA_OK);
+        dga_npy_free(&a);
+        expect_open_error(dir, c == 0 ? "seq_doc.npy: entry 3 is -1, outside [0, 240)"
+                                      : "seq_doc.npy: entry 3 is 240, outside [0, 240)");
+    }
     /* Broken manifest, missing manifest. */
     copy_store(store_dir, dir);
     snprintf(path, sizeof path, "%s/manifest.json", dir);

@@ -401,6 +401,131 @@ describe("dgalua", function()
             assert.are.equal(2, code)
             contains(err, "--temperature")
         end)
+
+        -- A shard written with header vocabulary 0 ("unknown", as llm.c's tools write it).
+        local function write_raw_shard(path, ids)
+            local header = {20240520, 1, #ids, 0}
+            for i = 5, 256 do header[i] = 0 end
+            local parts = {}
+            for i = 1, 256 do parts[i] = string.pack("<i4", header[i]) end
+            for i = 1, #ids do parts[#parts + 1] = string.pack("<I2", ids[i]) end
+            write(path, table.concat(parts))
+        end
+
+        it("eval.lua refuses a shard of another vocabulary than the checkpoint's", function()
+            if not need_shard() then return end
+            assert.truthy(ckpt, "the training test saves the checkpoint")
+            local function eval(data)
+                return dgalua(shell_quote(ROOT .. "/scripts/eval.lua") .. " --checkpoint " ..
+                              shell_quote(ckpt) .. " --data " .. shell_quote(data))
+            end
+            local t = dga.zeros(100, "int32")
+            for i = 1, 100 do t[i] = i % 10 end
+            -- every id fits, but the shard was made for a 64-token vocabulary (and a smaller one)
+            for _, v in ipairs{64, 16} do
+                dga.shard_write(tmp("v" .. v .. ".bin"), t, v)
+                local code, _, err = eval(tmp("v" .. v .. ".bin"))
+                assert.are.equal(1, code, err)
+                contains(err, tmp("v" .. v .. ".bin") .. " has a vocabulary of " .. v .. ", but " ..
+                              ckpt .. " has 32")
+            end
+            -- a shard that does not say: its ids are checked
+            local ids = {}
+            for i = 1, 100 do ids[i] = i % 10 end
+            ids[50] = 40
+            write_raw_shard(tmp("raw.bin"), ids)
+            local code, _, err = eval(tmp("raw.bin"))
+            assert.are.equal(1, code, err)
+            contains(err, tmp("raw.bin") .. " holds token id 40, outside the vocabulary of " .. ckpt .. " (32)")
+        end)
+
+        it("train.lua checks the shard's vocabulary and ids before training", function()
+            if not need_shard() then return end
+            local code, _, err = train(1, " --vocab 16")
+            assert.are.equal(1, code, err)
+            contains(err, "--vocab 16, but " .. shard .. " has a vocabulary of 32")
+            local ids = {}
+            for i = 1, 100 do ids[i] = i % 20 end
+            write_raw_shard(tmp("raw20.bin"), ids)
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/train.lua") .. " --data " ..
+                                  shell_quote(tmp("raw20.bin")) .. TRAIN .. " --vocab 16")
+            assert.are.equal(1, code, err)
+            contains(err, tmp("raw20.bin") .. " holds token id 19, outside --vocab 16")
+            assert.is_nil(err:find("step 1/", 1, true))
+        end)
+    end)
+
+    describe("corpora without a usable document", function()
+        local tok_path
+        local function need_tokenizer()
+            if not tok_path then
+                tok_path = tmp("tok.json")
+                dga.tokenizer_train({"the cat sat on the mat", "a dog"}, {vocab = 270}):save(tok_path)
+            end
+            return tok_path
+        end
+        local function corpus(name, files)
+            local dir = tmp(name)
+            assert(os.execute("mkdir -p " .. shell_quote(dir .. "/src/empty_sub")))
+            for file, text in pairs(files) do write(dir .. "/src/" .. file, text) end
+            return dir
+        end
+        local deep = string.rep("[", 3000) .. string.rep("]", 3000)
+        local cases = {
+            {"no files", {}, "no .jsonl or .txt files"},
+            {"only empty files", {["a.jsonl"] = "", ["b.jsonl"] = "\n\n"}, "2 files, all empty"},
+            {"garbage", {["a.jsonl"] = "\0\1garbage\n"}, "a.jsonl:1: not valid JSON"},
+            {"no text field", {["a.jsonl"] = '{"title": "x"}\n'}, 'a.jsonl:1: no "text" field'},
+            {"text not a string", {["a.jsonl"] = '{"text": 3}\n'}, 'a.jsonl:1: "text" is not a string'},
+            {"nesting too deep", {["a.jsonl"] = '{"text": ' .. deep .. '}\n'}, "a.jsonl:1: not valid JSON"},
+        }
+        for i, c in ipairs(cases) do
+            it("tokenize.lua fails on " .. c[1] .. ", and writes no shard", function()
+                local dir = corpus("c" .. i, c[2])
+                local out = tmp("c" .. i .. ".bin")
+                local code, _, err = dgalua(shell_quote(ROOT .. "/scripts/tokenize.lua") .. " --quiet --corpus " ..
+                                            shell_quote(dir) .. " --tokenizer " .. shell_quote(need_tokenizer()) ..
+                                            " --out " .. shell_quote(out))
+                assert.are.equal(1, code, err)
+                contains(err, "no document to encode")
+                contains(err, c[3])
+                assert.is_false(h.exists(out))
+            end)
+        end
+
+        it("build_store.lua names the skipped lines when no sequence is left", function()
+            local dir = corpus("bs", {["a.jsonl"] = '{"text": 3}\nnot json\n'})
+            local code, _, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(dir) ..
+                                        " --out " .. shell_quote(tmp("bs_store")) .. " --quiet --vocab 260")
+            assert.are.equal(1, code, err)
+            contains(err, "2 malformed input lines skipped, the first: ")
+            contains(err, 'a.jsonl:1: "text" is not a string')
+            -- with a tokenizer given, the failure is the missing sequences, and says the same
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(dir) ..
+                                  " --out " .. shell_quote(tmp("bs_store")) .. " --quiet --tokenizer " ..
+                                  shell_quote(need_tokenizer()))
+            assert.are.equal(1, code, err)
+            contains(err, "no complete sequence")
+            contains(err, "2 malformed input lines skipped, the first: ")
+        end)
+
+        it("empty directories inside a corpus are no error for any tool", function()
+            local text = string.rep("the cat sat on the mat. ", 40)
+            local dir = corpus("ok", {["a.jsonl"] = '{"text": "' .. text .. '"}\n'})
+            assert(os.execute("mkdir -p " .. shell_quote(dir .. "/src/empty_sub/deeper")))
+            local tok = tmp("ok_tok.json")
+            local code, _, err = dgalua(shell_quote(ROOT .. "/scripts/train_tokenizer.lua") .. " --corpus " ..
+                                        shell_quote(dir) .. " --vocab 270 --out " .. shell_quote(tok))
+            assert.are.equal(0, code, err)
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/tokenize.lua") .. " --quiet --corpus " ..
+                                  shell_quote(dir) .. " --tokenizer " .. shell_quote(tok) .. " --out " ..
+                                  shell_quote(tmp("ok.bin")))
+            assert.are.equal(0, code, err)
+            code, _, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(dir) ..
+                                  " --out " .. shell_quote(tmp("ok_store")) .. " --quiet --levels 1 --seq-len 9 " ..
+                                  "--tokenizer " .. shell_quote(tok))
+            assert.are.equal(0, code, err)
+        end)
     end)
 end)
 

@@ -65,6 +65,20 @@ describe("domain store", function()
         assert.matches('"hash384"', m)
     end)
 
+    it("refuses a manifest whose vocabulary is not its tokenizer's", function()
+        local copy = root .. "/vocab_copy"
+        assert(os.execute(string.format("cp -r %s %s", h.shell_quote(store_dir), h.shell_quote(copy))))
+        local m = h.read(copy .. "/manifest.json")
+        local changed, n = m:gsub('"vocab_size": 320', '"vocab_size": 9999')
+        assert.are.equal(1, n)
+        h.write(copy .. "/manifest.json", changed)
+        local ok, err = pcall(dga.store_open, copy)
+        assert.is_false(ok)
+        assert.matches(copy .. "/manifest.json: vocab_size 9999, but " .. copy .. "/tokenizer.json has 320 tokens",
+                       err, 1, true)
+        rm(copy)
+    end)
+
     it("puts the two sources in different coarse domains", function()
         local names, counts = s:sources(1)
         assert.are.same({"alpha", "omega"}, names)
