@@ -95,8 +95,9 @@ static lua_Integer check_int(lua_State *L, int arg, const char *name, lua_Intege
     int isint = 0;
     lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
     if (!isint || v < lo || v > hi) {
+        int value = lua_gettop(L);   /* int_range may push its text above the value */
         const char *want = int_range(L, lo, hi);
-        lua_pushvalue(L, -2);   /* the value back on top for the message */
+        lua_pushvalue(L, value);     /* the value back on top for the message */
         opt_error(L, arg, name, want);
     }
     lua_pop(L, 1);
