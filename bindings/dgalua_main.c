@@ -6,7 +6,7 @@
  *   - `dga` is preloaded (package.preload.dga, package.loaded.dga and a global `dga`);
  *   - the project's scripts/ directory is put first on package.path, found relative to the
  *     executable's real path so the tools work from any directory (DGALUA_SCRIPTS overrides);
- *   - --threads N / env DGA_THREADS set the OpenBLAS thread count;
+ *   - --threads N / env DGA_THREADS set the thread count of OpenBLAS and of the kernels' pool;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
  *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting.
  *
@@ -35,6 +35,7 @@
 #include <readline/readline.h>
 
 #include "dgal.h"
+#include "pool.h"
 
 #define PROGNAME "dgalua"
 #define PROMPT1 "> "
@@ -155,7 +156,7 @@ static void print_usage(FILE *out)
             "  -l mod         require module 'mod' into global 'mod' (-l g=mod: into 'g')\n"
             "  -i             enter interactive mode after running the script\n"
             "  -v             show version information\n"
-            "  --threads N    use N OpenBLAS threads (default: env DGA_THREADS, else OpenBLAS's)\n"
+            "  --threads N    threads for OpenBLAS and the kernels (default: env DGA_THREADS, else OpenBLAS's)\n"
             "  -h, --help     show this help\n"
             "  --             stop handling options\n"
             "  -              run stdin as a script and stop handling options\n"
@@ -323,6 +324,9 @@ static void set_threads(int threads)
         }
     }
     if (threads > 0) openblas_set_num_threads(threads);
+    /* the non-GEMM kernels' pool follows OpenBLAS, whose default is its own choice */
+    if (dga_pool_set_threads(openblas_get_num_threads()) != DGA_OK)
+        fprintf(stderr, "%s: %s\n", PROGNAME, dga_last_error());
 }
 
 static void print_version(lua_State *L)
