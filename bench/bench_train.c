@@ -20,6 +20,7 @@
 #include "bench_util.h"
 #include "adamw.h"
 #include "gpt.h"
+#include "pool.h"
 
 static double peak_rss_mib(void)
 {
@@ -88,6 +89,11 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
     size_t(*ranges)[2] = NULL;
     int rc = 1;
     if (!in || !tg || !times || !cpus) goto out;
+    /* a forked child starts without the parent's pool workers: start its own */
+    if (dga_pool_set_threads(threads) != DGA_OK) {
+        fprintf(stderr, "bench_train: %s\n", dga_last_error());
+        goto out;
+    }
     if (dga_gpt_create(&bc->cfg, B, &m) != DGA_OK) {
         fprintf(stderr, "bench_train: %s\n", dga_last_error());
         goto out;
@@ -192,6 +198,10 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int i = 0; i < nthreads; i++) {
         openblas_set_num_threads(threads[i]);
+        if (dga_pool_set_threads(threads[i]) != DGA_OK) {
+            fprintf(stderr, "bench_train: %s\n", dga_last_error());
+            return 1;
+        }
         /* the kernel matters: OPENBLAS_CORETYPE=Haswell (AVX2) vs SkylakeX (AVX-512) is a
          * ~1.8x difference in sgemm speed on an AVX-512 CPU */
         const char *env = getenv("OPENBLAS_CORETYPE");
