@@ -3,6 +3,7 @@
 #   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
 #   make bench      benchmarks (never part of the tests)
 #   make deps       install the Debian packages we need (apt-get)
+#   make MPI=1      also build/mpi/dgalua, with MPI collectives (needs mpicc; see below)
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
 
 BUILD    ?= build
@@ -24,6 +25,19 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Ic
 LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -lm -lpthread
 LDFLAGS  += $(if $(filter 1,$(SAN)),$(SANITIZE))
 
+# MPI is optional and never needed by the plain build: core/comm.c is a one-rank stub unless
+# compiled with DGA_MPI. `make MPI=1` also builds $(BUILD)/mpi/dgalua, the same program with
+# comm.c compiled and everything linked by $(MPICC). Where mpicc exists, `make test` builds it
+# too (release build only) so that tests/lua/comm_spec.lua can run it under mpirun.
+MPICC    ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) 2>/dev/null)
+MPI_EXE  := $(BUILD)/mpi/dgalua
+ifeq ($(MPI),1)
+ifeq ($(HAVE_MPI),)
+$(error MPI=1 needs $(MPICC) (Debian: apt-get install libopenmpi-dev openmpi-bin))
+endif
+endif
+
 CORE_SRC := $(wildcard core/*.c)
 BIND_SRC := $(filter-out bindings/dgalua_main.c,$(wildcard bindings/*.c))
 TEST_SRC := $(wildcard tests/c/test_*.c)
@@ -36,7 +50,8 @@ LIB      := $(BUILD)/libdga.a
 EXE      := $(BUILD)/dgalua
 
 .PHONY: all deps tests-bin test test-release bench fuzz data clean
-all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua)
+all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua) \
+     $(if $(filter 1,$(MPI)),$(MPI_EXE))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,6 +70,14 @@ $(EXE): $(BUILD)/bindings/dgalua_main.o $(BIND_OBJ) $(LIB)
 dgalua: $(EXE)
 	ln -sf $(EXE) dgalua
 
+# The stub comm.o in $(LIB) is not pulled in: the MPI one, listed first, defines its symbols.
+$(BUILD)/mpi/comm.o: core/comm.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -DDGA_MPI -MMD -MP -c $< -o $@
+
+$(MPI_EXE): $(BUILD)/bindings/dgalua_main.o $(BIND_OBJ) $(BUILD)/mpi/comm.o $(LIB)
+	$(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lreadline
+
 $(BUILD)/tests/%: tests/c/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
@@ -66,7 +89,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # The test suite: C unit tests (cmocka) and Lua specs (busted), both speaking TAP, run once on
 # the release build and once under AddressSanitizer + UndefinedBehaviorSanitizer; tests/run
 # counts them and ends with "N passed, N failed".
-tests-bin: all $(TESTS)
+tests-bin: all $(TESTS) $(if $(and $(HAVE_MPI),$(if $(SAN),,1)),$(MPI_EXE))
 
 test:
 	@$(MAKE) --no-print-directory tests-bin >/dev/null
@@ -95,4 +118,4 @@ deps:
 clean:
 	rm -rf build dgalua
 
--include $(CORE_OBJ:.o=.d) $(BIND_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(BIND_OBJ:.o=.d) $(BUILD)/mpi/comm.d

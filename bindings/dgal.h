@@ -96,6 +96,7 @@ void dgal_open_text(lua_State *L);        /* tokenizer, jsonl, shards */
 void dgal_open_store(lua_State *L);       /* embeddings, k-means, domain store, npy, IS */
 void dgal_open_mmlu(lua_State *L);        /* MMLU reading, rendering, scoring */
 void dgal_open_mix(lua_State *L);         /* sampler, alignment, evaluation */
+void dgal_open_comm(lua_State *L);        /* dga.rank, dga.size, collectives (l_comm.c) */
 
 int luaopen_dga(lua_State *L);
 
