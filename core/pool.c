@@ -4,6 +4,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -11,7 +12,7 @@ typedef struct {
     pthread_cond_t wake, done;
     pthread_t *workers;
     int nworkers;        /* started workers: threads - 1 */
-    unsigned long gen;   /* bumped for every run (and once to stop the workers) */
+    unsigned long gen;   /* bumped for every run */
     int pending;         /* workers still running the current generation */
     int stop;
     dga_pool_fn fn;
@@ -102,13 +103,22 @@ dga_status dga_pool_set_threads(int n)
     g.workers = malloc((size_t)(n - 1) * sizeof *g.workers);
     if (!g.workers) return dga_fail(DGA_ERR_NOMEM, "cannot allocate %d worker threads", n - 1);
     g.start_gen = g.gen;
-    for (int i = 0; i < n - 1; i++) {
-        if (pthread_create(&g.workers[i], NULL, worker_main, (void *)(size_t)(i + 1)) != 0) {
-            stop_workers();
-            return dga_fail(DGA_ERR_IO, "cannot start worker thread %d of %d; running on one "
-                            "thread", i + 1, n - 1);
-        }
-        g.nworkers = i + 1;
+    /* workers inherit a full signal mask, so signals (Ctrl-C) go to the calling thread */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int failed_at = 0;
+    for (int i = 0; i < n - 1 && !failed_at; i++) {
+        if (pthread_create(&g.workers[i], NULL, worker_main, (void *)(size_t)(i + 1)) != 0)
+            failed_at = i + 1;
+        else
+            g.nworkers = i + 1;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (failed_at) {
+        stop_workers();
+        return dga_fail(DGA_ERR_IO, "cannot start worker thread %d of %d; running on one "
+                        "thread", failed_at, n - 1);
     }
     return DGA_OK;
 }
