@@ -5,6 +5,7 @@
 #   make lint       luacheck over the Lua (.luacheckrc)
 #   make deps       install the Debian packages the main job needs (apt-get)
 #   make test-deps  install the ones only the tests and benchmarks need
+#   make MPI=1      also build/mpi/dgalua, with MPI collectives (needs mpicc; see below)
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
 
 BUILD    ?= build
@@ -30,6 +31,19 @@ BIND_CFLAGS := -Ibindings $(shell pkg-config --cflags lua5.4)
 LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -lm -lpthread
 LDFLAGS  += $(if $(filter 1,$(SAN)),$(SANITIZE))
 
+# MPI is optional and never needed by the plain build: core/comm.c is a one-rank stub unless
+# compiled with DGA_MPI. `make MPI=1` also builds $(BUILD)/mpi/dgalua, the same program with
+# comm.c compiled and everything linked by $(MPICC). Where mpicc exists, `make test` builds it
+# too (release build only) so that tests/lua/comm_spec.lua can run it under mpirun.
+MPICC    ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) 2>/dev/null)
+MPI_EXE  := $(BUILD)/mpi/dgalua
+ifeq ($(MPI),1)
+ifeq ($(HAVE_MPI),)
+$(error MPI=1 needs $(MPICC) (Debian: apt-get install libopenmpi-dev openmpi-bin))
+endif
+endif
+
 CORE_SRC := $(wildcard core/*.c)
 BIND_SRC := $(filter-out bindings/dgalua_main.c,$(wildcard bindings/*.c))
 TEST_SRC := $(wildcard tests/c/test_*.c)
@@ -42,7 +56,8 @@ LIB      := $(BUILD)/libdga.a
 EXE      := $(BUILD)/dgalua
 
 .PHONY: all deps test-deps tests-bin test test-release bench fuzz data clean
-all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua)
+all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua) \
+     $(if $(filter 1,$(MPI)),$(MPI_EXE))
 
 $(BUILD)/core/%.o: core/%.c
 	@mkdir -p $(dir $@)
@@ -65,6 +80,14 @@ $(EXE): $(BUILD)/bindings/dgalua_main.o $(BIND_OBJ) $(LIB)
 dgalua: $(EXE)
 	ln -sf $(EXE) dgalua
 
+# The stub comm.o in $(LIB) is not pulled in: the MPI one, listed first, defines its symbols.
+$(BUILD)/mpi/comm.o: core/comm.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -DDGA_MPI -MMD -MP -c $< -o $@
+
+$(MPI_EXE): $(BUILD)/bindings/dgalua_main.o $(BIND_OBJ) $(BUILD)/mpi/comm.o $(LIB)
+	$(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lreadline
+
 $(BUILD)/tests/%: tests/c/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
@@ -76,7 +99,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # The test suite: C unit tests (cmocka) and Lua specs (busted), both speaking TAP, run once on
 # the release build and once under AddressSanitizer + UndefinedBehaviorSanitizer; tests/run
 # counts them and ends with "N passed, N failed".
-tests-bin: all $(TESTS)
+tests-bin: all $(TESTS) $(if $(and $(HAVE_MPI),$(if $(SAN),,1)),$(MPI_EXE))
 
 test:
 	@$(MAKE) --no-print-directory tests-bin >/dev/null
@@ -120,4 +143,4 @@ test-deps: deps
 clean:
 	rm -rf build dgalua
 
--include $(CORE_OBJ:.o=.d) $(BIND_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(BIND_OBJ:.o=.d) $(BUILD)/mpi/comm.d

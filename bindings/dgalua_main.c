@@ -6,7 +6,7 @@
  *   - `dga` is preloaded (package.preload.dga, package.loaded.dga and a global `dga`);
  *   - the project's scripts/ directory is put first on package.path, found relative to the
  *     executable's real path so the tools work from any directory (DGALUA_SCRIPTS overrides);
- *   - --threads N / env DGA_THREADS set the OpenBLAS thread count;
+ *   - --threads N / env DGA_THREADS set the thread count of OpenBLAS and of the kernels' pool;
  *   - errors are reported by the rule below (see user_error), and the exit status is 2 for a
  *     usage mistake (a bad option, a script that cannot be opened) and 1 for a runtime error;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
@@ -39,6 +39,7 @@
 #include <readline/readline.h>
 
 #include "dgal.h"
+#include "pool.h"
 
 #define PROGNAME "dgalua"
 #define PROMPT1 "> "
@@ -204,7 +205,7 @@ static void print_usage(FILE *out)
             "  -l mod         require module 'mod' into global 'mod' (-l g=mod: into 'g')\n"
             "  -i             enter interactive mode after running the script\n"
             "  -v             show version information\n"
-            "  --threads N    use N OpenBLAS threads (default: env DGA_THREADS, else OpenBLAS's)\n"
+            "  --threads N    threads for OpenBLAS and the kernels (default: env DGA_THREADS, else OpenBLAS's)\n"
             "  --debug        report every error with its traceback (default: only bugs)\n"
             "  -h, --help     show this help\n"
             "  --             stop handling options\n"
@@ -377,6 +378,9 @@ static void set_threads(int threads)
         }
     }
     if (threads > 0) openblas_set_num_threads(threads);
+    /* the non-GEMM kernels' pool follows OpenBLAS, whose default is its own choice */
+    if (dga_pool_set_threads(openblas_get_num_threads()) != DGA_OK)
+        fprintf(stderr, "%s: %s\n", PROGNAME, dga_last_error());
 }
 
 static void print_version(lua_State *L)

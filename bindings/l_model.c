@@ -16,6 +16,7 @@
 #include "adamw.h"
 #include "gpt.h"
 #include "model.h"
+#include "pool.h"
 
 dga_model *dgal_check_model(lua_State *L, int idx)
 {
@@ -503,6 +504,8 @@ static int l_set_threads(lua_State *L)
     lua_Integer n = luaL_checkinteger(L, 1);
     luaL_argcheck(L, n >= 1 && n <= 1024, 1, "expected a thread count in 1..1024");
     openblas_set_num_threads((int)n);
+    /* the non-GEMM kernels' pool follows OpenBLAS */
+    if (dga_pool_set_threads((int)n) != DGA_OK) return luaL_error(L, "%s", dga_last_error());
     return 0;
 }
 

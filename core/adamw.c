@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
+
 struct dga_adamw {
     dga_adamw_config cfg;
     size_t n;
@@ -162,6 +164,53 @@ static void update(float *restrict p, const float *restrict g, float *restrict m
                           eps);
 }
 
+/* The threaded step: each task takes a contiguous chunk of [0, n) (a multiple of 16
+ * elements) and updates the part of every segment inside it. Elementwise, so the same bits
+ * as the sequential loop at any thread count. */
+typedef struct {
+    const dga_adamw *o;
+    float *params;
+    const float *grads;
+    float decay_mul, step_size, bc2_sqrt;
+    unsigned char *bad;   /* per task: a non-finite gradient in its chunk */
+} step_args;
+
+static void check_task(void *p, int t, int nt)
+{
+    const step_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->o->n, 16, t, nt, &lo, &hi);
+    uint32_t bad = 0;
+    for (size_t i = lo; i < hi; i++) {
+        uint32_t bits;
+        memcpy(&bits, &a->grads[i], sizeof bits);
+        bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    a->bad[t] = (unsigned char)bad;
+}
+
+static void step_task(void *p, int t, int nt)
+{
+    const step_args *a = p;
+    const dga_adamw *o = a->o;
+    const dga_adamw_config *c = &o->cfg;
+    size_t lo, hi;
+    dga_pool_range(o->n, 16, t, nt, &lo, &hi);
+    for (int s = 0; s < o->n_seg; s++) {
+        size_t b = o->cut[s] > lo ? o->cut[s] : lo;
+        size_t e = o->cut[s + 1] < hi ? o->cut[s + 1] : hi;
+        if (b >= e) continue;
+        update(a->params + b, a->grads + b, o->m + b, o->v + b, e - b,
+               o->decay[s] ? a->decay_mul : 1.0f, c->beta1, c->beta2, a->step_size,
+               a->bc2_sqrt, c->eps);
+    }
+}
+
+static int threaded(size_t n)
+{
+    return dga_pool_threads() > 1 && n >= dga_pool_min_work();
+}
+
 dga_status dga_adamw_step(dga_adamw *o, float *params, const float *grads, float lr)
 {
     if (!params || !grads) return dga_fail(DGA_ERR_INVALID, "adamw step: NULL buffer");
@@ -172,10 +221,18 @@ dga_status dga_adamw_step(dga_adamw *o, float *params, const float *grads, float
     if (st != DGA_OK) return st;
     /* Check before touching anything so a bad gradient leaves the state as it was. */
     uint32_t bad = 0;   /* exponent all ones = inf or NaN; integer OR vectorises */
-    for (size_t i = 0; i < o->n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &grads[i], sizeof bits);
-        bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+    unsigned char bad_task[DGA_POOL_MAX_THREADS];
+    step_args sa = {.o = o, .params = params, .grads = grads, .bad = bad_task};
+    int par = threaded(o->n);
+    if (par) {
+        dga_pool_run(check_task, &sa);
+        for (int t = 0; t < dga_pool_threads(); t++) bad |= bad_task[t];
+    } else {
+        for (size_t i = 0; i < o->n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &grads[i], sizeof bits);
+            bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+        }
     }
     if (bad) {
         for (size_t i = 0; i < o->n; i++)
@@ -190,6 +247,13 @@ dga_status dga_adamw_step(dga_adamw *o, float *params, const float *grads, float
     float step_size = (float)(lr / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
     float decay_mul = 1.0f - lr * c->weight_decay;
+    if (par) {
+        sa.decay_mul = decay_mul;
+        sa.step_size = step_size;
+        sa.bc2_sqrt = bc2_sqrt;
+        dga_pool_run(step_task, &sa);
+        return DGA_OK;
+    }
     for (int s = 0; s < o->n_seg; s++) {
         size_t a = o->cut[s], len = o->cut[s + 1] - a;
         update(params + a, grads + a, o->m + a, o->v + a, len, o->decay[s] ? decay_mul : 1.0f,
@@ -198,15 +262,62 @@ dga_status dga_adamw_step(dga_adamw *o, float *params, const float *grads, float
     return DGA_OK;
 }
 
-double dga_vec_norm(const float *g, size_t n)
+/* Sum of squares of g[0, n) in double, four partial sums (vectorisable, fixed order). */
+static double sum_squares(const float *g, size_t n)
 {
-    /* four partial sums keep the loop vectorisable without changing the order run to run */
     double s[4] = {0, 0, 0, 0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4)
         for (int j = 0; j < 4; j++) s[j] += (double)g[i + j] * g[i + j];
     for (; i < n; i++) s[0] += (double)g[i] * g[i];
-    return sqrt((s[0] + s[1]) + (s[2] + s[3]));
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* Threaded, the norm is a sum over fixed chunks of NORM_CHUNK elements, each chunk's partial
+ * sum stored and then added in chunk order: the result depends on n only, not on the thread
+ * count or on which thread ran which chunk. It differs in the last bits from the one-thread
+ * sum, whose single pass has no chunks. */
+#define NORM_CHUNK ((size_t)1 << 16)
+
+typedef struct {
+    float *g;
+    size_t n;
+    double *part;
+    float scale;
+} norm_args;
+
+static void norm_task(void *p, int t, int nt)
+{
+    const norm_args *a = p;
+    size_t nchunks = (a->n + NORM_CHUNK - 1) / NORM_CHUNK, lo, hi;
+    dga_pool_range(nchunks, 1, t, nt, &lo, &hi);
+    for (size_t c = lo; c < hi; c++) {
+        size_t b = c * NORM_CHUNK, e = b + NORM_CHUNK < a->n ? b + NORM_CHUNK : a->n;
+        a->part[c] = sum_squares(a->g + b, e - b);
+    }
+}
+
+static void scale_task(void *p, int t, int nt)
+{
+    const norm_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->n, 16, t, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a->g[i] *= a->scale;
+}
+
+double dga_vec_norm(const float *g, size_t n)
+{
+    size_t nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    double *part;
+    if (threaded(n) && nchunks > 1 &&
+        (part = dga_pool_scratch(nchunks * sizeof *part)) != NULL) {
+        norm_args a = {.g = (float *)g, .n = n, .part = part};
+        dga_pool_run(norm_task, &a);
+        double s = 0.0;
+        for (size_t c = 0; c < nchunks; c++) s += part[c];
+        return sqrt(s);
+    }
+    return sqrt(sum_squares(g, n));
 }
 
 double dga_grad_clip(float *g, size_t n, double max_norm)
@@ -216,7 +327,12 @@ double dga_grad_clip(float *g, size_t n, double max_norm)
         double coef = max_norm / (norm + 1e-6);   /* clip_grad_norm_'s formula */
         if (coef < 1.0) {
             float f = (float)coef;
-            for (size_t i = 0; i < n; i++) g[i] *= f;
+            if (threaded(n)) {
+                norm_args a = {.g = g, .n = n, .scale = f};
+                dga_pool_run(scale_task, &a);
+            } else {
+                for (size_t i = 0; i < n; i++) g[i] *= f;
+            }
         }
     }
     return norm;

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "pool.h"
+
 #define LN_EPS 1e-5f
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
@@ -115,6 +117,17 @@ static inline float vexp_sum(float *x, float mx, int n)
     return s;
 }
 
+/* ---------------------------------------------------------------- threading */
+
+/* Threaded kernels split rows, columns or flat chunks with dga_pool_range, so each output
+ * element is computed by exactly the operations of the sequential loop: the results are the
+ * same bits at every thread count. At one thread (or below the pool's minimum work) they call
+ * the sequential code directly. */
+static inline int threaded(size_t work)
+{
+    return dga_pool_threads() > 1 && work >= dga_pool_min_work();
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 void dga_op_embed_fwd(float *out, const int32_t *tok, const float *wte, const float *wpe,
@@ -152,10 +165,10 @@ void dga_op_embed_jvp(float *tout, const int32_t *tok, const float *twte, const 
 
 /* ---------------------------------------------------------------- layernorm */
 
-void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
-                          const float *w, const float *b, size_t N, int C)
+static void layernorm_fwd_rows(float *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, size_t i0, size_t i1, int C)
 {
-    for (size_t i = 0; i < N; i++) {
+    for (size_t i = i0; i < i1; i++) {
         const float *x = inp + i * C;
         float *o = out + i * C;
         float m = vsum(x, C) / C;
@@ -175,9 +188,36 @@ void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp
     }
 }
 
-void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
-                          const float *inp, const float *w, const float *mean,
-                          const float *rstd, size_t N, int C)
+typedef struct {
+    float *out, *mean, *rstd, *dinp, *dw, *db;
+    const float *inp, *w, *b, *dout, *smean, *srstd;
+    size_t N;
+    int C;
+} ln_args;
+
+static void layernorm_fwd_task(void *p, int t, int nt)
+{
+    const ln_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->N, 1, t, nt, &lo, &hi);
+    layernorm_fwd_rows(a->out, a->mean, a->rstd, a->inp, a->w, a->b, lo, hi, a->C);
+}
+
+void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, size_t N, int C)
+{
+    if (!threaded(N * (size_t)C)) {
+        layernorm_fwd_rows(out, mean, rstd, inp, w, b, 0, N, C);
+        return;
+    }
+    ln_args a = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .w = w, .b = b, .N = N,
+                 .C = C};
+    dga_pool_run(layernorm_fwd_task, &a);
+}
+
+static void layernorm_bwd_seq(float *dinp, float *dw, float *db, const float *dout,
+                              const float *inp, const float *w, const float *mean,
+                              const float *rstd, size_t N, int C)
 {
     for (size_t i = 0; i < N; i++) {
         const float *x = inp + i * C;
@@ -211,6 +251,75 @@ void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
             dx[c] += r * (dy[c] * w[c] - sg - xhat * sgx);
         }
     }
+}
+
+/* The threaded backward in two passes: rows for dinp, then columns for dw and db, where each
+ * column still adds its rows in order 0..N-1, as the sequential loop does. */
+static void layernorm_bwd_task(void *p, int t, int nt)
+{
+    const ln_args *a = p;
+    const int C = a->C;
+    size_t lo, hi;
+    dga_pool_range(a->N, 1, t, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        const float *x = a->inp + i * C, *dy = a->dout + i * C, *w = a->w;
+        float *dx = a->dinp + i * C;
+        float m = a->smean[i], r = a->srstd[i];
+        float ag[LANES] = {0}, agx[LANES] = {0}, sg = 0.0f, sgx = 0.0f;
+        int c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int k = 0; k < LANES; k++) {
+                float g = dy[c + k] * w[c + k];
+                ag[k] += g;
+                agx[k] += g * ((x[c + k] - m) * r);
+            }
+        for (; c < C; c++) {
+            float g = dy[c] * w[c];
+            sg += g;
+            sgx += g * ((x[c] - m) * r);
+        }
+        for (int k = 0; k < LANES; k++) {
+            sg += ag[k];
+            sgx += agx[k];
+        }
+        sg /= C;
+        sgx /= C;
+        for (c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * r;
+            dx[c] += r * (dy[c] * w[c] - sg - xhat * sgx);
+        }
+    }
+}
+
+static void layernorm_bwd_params_task(void *p, int t, int nt)
+{
+    const ln_args *a = p;
+    const int C = a->C;
+    size_t lo, hi;
+    dga_pool_range((size_t)C, LANES, t, nt, &lo, &hi);
+    for (size_t i = 0; i < a->N; i++) {
+        const float *x = a->inp + i * C, *dy = a->dout + i * C;
+        float m = a->smean[i], r = a->srstd[i];
+        for (size_t c = lo; c < hi; c++) {
+            float xhat = (x[c] - m) * r;
+            a->db[c] += dy[c];
+            a->dw[c] += dy[c] * xhat;
+        }
+    }
+}
+
+void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean,
+                          const float *rstd, size_t N, int C)
+{
+    if (!threaded(N * (size_t)C)) {
+        layernorm_bwd_seq(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        return;
+    }
+    ln_args a = {.dinp = dinp, .dw = dw, .db = db, .dout = dout, .inp = inp, .w = w,
+                 .smean = mean, .srstd = rstd, .N = N, .C = C};
+    dga_pool_run(layernorm_bwd_task, &a);
+    dga_pool_run(layernorm_bwd_params_task, &a);
 }
 
 void dga_op_layernorm_jvp(float *tout, const float *inp, const float *tinp, const float *w,
@@ -250,16 +359,59 @@ void dga_op_layernorm_jvp(float *tout, const float *inp, const float *tinp, cons
 
 /* ---------------------------------------------------------------- linear */
 
+typedef struct {
+    float *out;
+    const float *vec;
+    size_t N;
+    int OC;
+} bias_args;
+
+/* out[i,:] += bias over rows [i0, i1) */
+static void add_bias_rows(float *out, const float *bias, size_t i0, size_t i1, int OC)
+{
+    for (size_t i = i0; i < i1; i++) {
+        float *o = out + i * OC;
+        for (int j = 0; j < OC; j++) o[j] += bias[j];
+    }
+}
+
+static void add_bias_task(void *p, int t, int nt)
+{
+    const bias_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->N, 1, t, nt, &lo, &hi);
+    add_bias_rows(a->out, a->vec, lo, hi, a->OC);
+}
+
+/* db[j0, j1) += column sums of dout, rows in order */
+static void col_sums(float *db, const float *dout, size_t N, int OC, size_t j0, size_t j1)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *d = dout + i * OC;
+        for (size_t j = j0; j < j1; j++) db[j] += d[j];
+    }
+}
+
+static void col_sums_task(void *p, int t, int nt)
+{
+    const bias_args *a = p;
+    size_t lo, hi;
+    dga_pool_range((size_t)a->OC, LANES, t, nt, &lo, &hi);
+    col_sums(a->out, a->vec, a->N, a->OC, lo, hi);
+}
+
 void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
                        size_t N, int IC, int OC)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, w,
                 OC, 0.0f, out, OC);
     if (!bias) return;
-    for (size_t i = 0; i < N; i++) {
-        float *o = out + i * OC;
-        for (int j = 0; j < OC; j++) o[j] += bias[j];
+    if (!threaded(N * (size_t)OC)) {
+        add_bias_rows(out, bias, 0, N, OC);
+        return;
     }
+    bias_args a = {.out = out, .vec = bias, .N = N, .OC = OC};
+    dga_pool_run(add_bias_task, &a);
 }
 
 void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
@@ -271,10 +423,12 @@ void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, (int)N, 1.0f, inp, IC, dout,
                 OC, 1.0f, dw, OC);
     if (!db) return;
-    for (size_t i = 0; i < N; i++) {
-        const float *d = dout + i * OC;
-        for (int j = 0; j < OC; j++) db[j] += d[j];
+    if (!threaded(N * (size_t)OC)) {
+        col_sums(db, dout, N, OC, 0, (size_t)OC);
+        return;
     }
+    bias_args a = {.out = db, .vec = dout, .N = N, .OC = OC};
+    dga_pool_run(col_sums_task, &a);
 }
 
 void dga_op_linear_jvp(float *tout, const float *inp, const float *tinp, const float *w,
@@ -320,15 +474,17 @@ void dga_op_lmhead_jvp(float *tlogits, const float *inp, const float *tinp, cons
 /* ---------------------------------------------------------------- attention */
 
 /* Row-wise causal softmax of S [T,T] in place: row i over columns 0..i, zeros after. */
+static inline void causal_softmax_row(float *row, int i, int T)
+{
+    float mx = vmax(row, i + 1);
+    float inv = 1.0f / vexp_sum(row, mx, i + 1);
+    for (int j = 0; j <= i; j++) row[j] *= inv;
+    for (int j = i + 1; j < T; j++) row[j] = 0.0f;
+}
+
 static void causal_softmax(float *S, int T)
 {
-    for (int i = 0; i < T; i++) {
-        float *row = S + (size_t)i * T;
-        float mx = vmax(row, i + 1);
-        float inv = 1.0f / vexp_sum(row, mx, i + 1);
-        for (int j = 0; j <= i; j++) row[j] *= inv;
-        for (int j = i + 1; j < T; j++) row[j] = 0.0f;
-    }
+    for (int i = 0; i < T; i++) causal_softmax_row(S + (size_t)i * T, i, T);
 }
 
 /* Causality: query row i only sees keys 0..i, so the products run over blocks of QB query
@@ -337,11 +493,96 @@ static void causal_softmax(float *S, int T)
  * work, in sgemm calls still large enough to run at full speed. */
 #define QB 64
 
+/* d <- P * (d - rowsum(P * d)) on the causal rows of T x T blocks: the product of the
+ * softmax Jacobian (symmetric) with d, so both the backward (d = dP) and the tangent
+ * (d = dS) of a causal softmax. Entries above the diagonal are zeroed up to the end of the
+ * row's query block, which the blocked products that follow read. */
+static inline void causal_softmax_product_row(const float *p, float *d, int i, int T)
+{
+    float dot = vdot(p, d, i + 1);
+    for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+    int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
+    for (int j = i + 1; j < end; j++) d[j] = 0.0f;
+}
+
+static void causal_softmax_product(const float *P, float *D, int T)
+{
+    for (int i = 0; i < T; i++)
+        causal_softmax_product_row(P + (size_t)i * T, D + (size_t)i * T, i, T);
+}
+
+/* The softmaxes of every head at once, over [nh * T] rows of T x T blocks stored back to
+ * back: the threaded attention runs all heads' products first (OpenBLAS, calling thread),
+ * then this one parallel pass, then the next products. Rows are independent, so any split
+ * gives the sequential bits. */
+typedef struct {
+    const float *P;
+    float *D;
+    size_t rows;
+    int T;
+} softmax_args;
+
+static void softmax_task(void *p, int t, int nt)
+{
+    const softmax_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->rows, 1, t, nt, &lo, &hi);
+    for (size_t r = lo; r < hi; r++)
+        causal_softmax_row(a->D + r * a->T, (int)(r % (size_t)a->T), a->T);
+}
+
+static void softmax_product_task(void *p, int t, int nt)
+{
+    const softmax_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->rows, 1, t, nt, &lo, &hi);
+    for (size_t r = lo; r < hi; r++)
+        causal_softmax_product_row(a->P + r * a->T, a->D + r * a->T, (int)(r % (size_t)a->T),
+                                   a->T);
+}
+
+/* Threaded forward (att_stride == T*T: every head's probabilities are kept): the same
+ * products and softmax rows as the sequential loop, in three phases. */
+static void attention_fwd_phased(float *out, float *att, const float *qkv, int B, int T,
+                                 int C, int NH)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t TT = (size_t)T * T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs, *k = q + C;
+            float *S = att + ((size_t)b * NH + h) * TT;
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, S + (size_t)i0 * T, T);
+            }
+        }
+    softmax_args sa = {.D = att, .rows = (size_t)B * NH * T, .T = T};
+    dga_pool_run(softmax_task, &sa);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *v = qkv + (size_t)b * T * C3 + (size_t)h * hs + 2 * C;
+            const float *S = att + ((size_t)b * NH + h) * TT;
+            float *y = out + (size_t)b * T * C + (size_t)h * hs;
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                            S + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
+            }
+        }
+}
+
 void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float *qkv,
                           int B, int T, int C, int NH)
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
+    if (att_stride == (size_t)T * T && threaded((size_t)B * NH * T * T / 2)) {
+        attention_fwd_phased(out, att, qkv, B, T, C, NH);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
@@ -362,20 +603,51 @@ void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float
         }
 }
 
-/* d <- P * (d - rowsum(P * d)) on the causal rows of T x T blocks: the product of the
- * softmax Jacobian (symmetric) with d, so both the backward (d = dP) and the tangent
- * (d = dS) of a causal softmax. Entries above the diagonal are zeroed up to the end of the
- * row's query block, which the blocked products that follow read. */
-static void causal_softmax_product(const float *P, float *D, int T)
+/* Threaded backward: dP of every head into dS [B*NH, T, T] (pool scratch), one parallel
+ * softmax-product pass, then the products of the gradients; the same operations per head as
+ * the sequential loop. */
+static void attention_bwd_phased(float *dqkv, float *dS, const float *dout, const float *qkv,
+                                 const float *att, int B, int T, int C, int NH)
 {
-    for (int i = 0; i < T; i++) {
-        const float *p = P + (size_t)i * T;
-        float *d = D + (size_t)i * T;
-        float dot = vdot(p, d, i + 1);
-        for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
-        int end = (i / QB + 1) * QB < T ? (i / QB + 1) * QB : T;
-        for (int j = i + 1; j < end; j++) d[j] = 0.0f;
-    }
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t TT = (size_t)T * T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *v = qkv + (size_t)b * T * C3 + (size_t)h * hs + 2 * C;
+            const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
+            float *datt = dS + ((size_t)b * NH + h) * TT;
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
+                            dy + (size_t)i0 * C, C, v, C3, 0.0f, datt + (size_t)i0 * T, T);
+            }
+        }
+    softmax_args sa = {.P = att, .D = dS, .rows = (size_t)B * NH * T, .T = T};
+    dga_pool_run(softmax_product_task, &sa);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = qkv + qo, *k = q + C;
+            float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
+            const float *P = att + ((size_t)b * NH + h) * TT;
+            const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
+            const float *datt = dS + ((size_t)b * NH + h) * TT;
+            for (int i0 = 0; i0 < T; i0 += QB) {
+                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, scale,
+                            datt + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
+            }
+            for (int j0 = 0; j0 < T; j0 += QB) {
+                int kn = T - j0 < QB ? T - j0 : QB, rows = T - j0;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, 1.0f,
+                            P + (size_t)j0 * T + j0, T, dy + (size_t)j0 * C, C, 0.0f,
+                            dv + (size_t)j0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, scale,
+                            datt + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
+                            dk + (size_t)j0 * C3, C3);
+            }
+        }
 }
 
 void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
@@ -383,6 +655,12 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
+    size_t all = (size_t)B * NH * T * T;
+    float *dS;
+    if (threaded(all / 2) && (dS = dga_pool_scratch(all * sizeof *dS)) != NULL) {
+        attention_bwd_phased(dqkv, dS, dout, qkv, att, B, T, C, NH);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
@@ -457,13 +735,38 @@ void dga_op_attention_jvp(float *out, float *tout, float *scratch, const float *
 
 /* ---------------------------------------------------------------- gelu, residual */
 
-void dga_op_gelu_fwd(float *out, const float *inp, size_t n)
+/* Elementwise kernels on chunks of a flat vector: out, a, b as each kernel names them. */
+typedef struct {
+    float *out, *out2;
+    const float *a, *b;
+    size_t n;
+} flat_args;
+
+static void gelu_fwd_range(float *out, const float *inp, size_t i0, size_t i1)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = i0; i < i1; i++) {
         float x = inp[i];
         float t = ftanh(GELU_K * (x + GELU_A * x * x * x));
         out[i] = 0.5f * x * (1.0f + t);
     }
+}
+
+static void gelu_fwd_task(void *p, int t, int nt)
+{
+    const flat_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->n, LANES, t, nt, &lo, &hi);
+    gelu_fwd_range(a->out, a->a, lo, hi);
+}
+
+void dga_op_gelu_fwd(float *out, const float *inp, size_t n)
+{
+    if (!threaded(n)) {
+        gelu_fwd_range(out, inp, 0, n);
+        return;
+    }
+    flat_args a = {.out = out, .a = inp, .n = n};
+    dga_pool_run(gelu_fwd_task, &a);
 }
 
 /* gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2),  t = tanh(k (x + a x^3)) */
@@ -474,9 +777,22 @@ static inline float gelu_grad(float x)
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+static void gelu_bwd_task(void *p, int t, int nt)
+{
+    const flat_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->n, LANES, t, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a->out[i] = gelu_grad(a->a[i]) * a->b[i];
+}
+
 void dga_op_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dinp[i] = gelu_grad(inp[i]) * dout[i];
+    if (!threaded(n)) {
+        for (size_t i = 0; i < n; i++) dinp[i] = gelu_grad(inp[i]) * dout[i];
+        return;
+    }
+    flat_args a = {.out = dinp, .a = inp, .b = dout, .n = n};
+    dga_pool_run(gelu_bwd_task, &a);
 }
 
 void dga_op_gelu_jvp(float *tout, const float *inp, const float *tinp, size_t n)
@@ -484,17 +800,46 @@ void dga_op_gelu_jvp(float *tout, const float *inp, const float *tinp, size_t n)
     for (size_t i = 0; i < n; i++) tout[i] = gelu_grad(inp[i]) * tinp[i];
 }
 
+static void residual_fwd_task(void *p, int t, int nt)
+{
+    const flat_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->n, LANES, t, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a->out[i] = a->a[i] + a->b[i];
+}
+
 void dga_op_residual_fwd(float *out, const float *a, const float *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    if (!threaded(n)) {
+        for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+        return;
+    }
+    flat_args fa = {.out = out, .a = a, .b = b, .n = n};
+    dga_pool_run(residual_fwd_task, &fa);
+}
+
+static void residual_bwd_task(void *p, int t, int nt)
+{
+    const flat_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->n, LANES, t, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        a->out[i] += a->a[i];
+        a->out2[i] += a->a[i];
+    }
 }
 
 void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        da[i] += dout[i];
-        db[i] += dout[i];
+    if (!threaded(n)) {
+        for (size_t i = 0; i < n; i++) {
+            da[i] += dout[i];
+            db[i] += dout[i];
+        }
+        return;
     }
+    flat_args fa = {.out = da, .out2 = db, .a = dout, .n = n};
+    dga_pool_run(residual_bwd_task, &fa);
 }
 
 void dga_op_residual_jvp(float *tout, const float *ta, const float *tb, size_t n)
@@ -516,27 +861,67 @@ double dga_op_xent_row(const float *logits, int V, int target)
     return (double)logf(sum) + (double)mx - (double)logits[target];
 }
 
+/* One row of the fused cross-entropy; returns its loss (0 for an ignored row). */
+static inline double xent_row_fwd_bwd(float *row, int tg, int V, float dscale)
+{
+    if (tg < 0) {
+        memset(row, 0, (size_t)V * sizeof *row);
+        return 0.0;
+    }
+    float mx = vmax(row, V);
+    float xt = row[tg];
+    float sum = vexp_sum(row, mx, V);
+    double nll = (double)logf(sum) + (double)mx - (double)xt;
+    float s = dscale / sum;
+    for (int j = 0; j < V; j++) row[j] *= s;
+    row[tg] -= dscale;
+    return nll;
+}
+
+typedef struct {
+    float *logits;
+    const int32_t *targets;
+    double *nll;
+    size_t N;
+    int V;
+    float dscale;
+} xent_args;
+
+static void xent_task(void *p, int t, int nt)
+{
+    const xent_args *a = p;
+    size_t lo, hi;
+    dga_pool_range(a->N, 1, t, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++)
+        a->nll[i] = xent_row_fwd_bwd(a->logits + i * (size_t)a->V, a->targets[i], a->V,
+                                     a->dscale);
+}
+
 double dga_op_xent_fwd_bwd(float *logits, float *row_loss, const int32_t *targets, size_t N,
                            int V, float dscale)
 {
-    double total = 0.0;
+    double total = 0.0, *nll;
+    if (threaded(N * (size_t)V) && (nll = dga_pool_scratch(N * sizeof *nll)) != NULL) {
+        /* per-row losses, then summed in row order: the sequential sum, bit for bit */
+        xent_args a = {.logits = logits, .targets = targets, .nll = nll, .N = N, .V = V,
+                       .dscale = dscale};
+        dga_pool_run(xent_task, &a);
+        for (size_t i = 0; i < N; i++) {
+            if (row_loss) row_loss[i] = targets[i] >= 0 ? (float)nll[i] : 0.0f;
+            if (targets[i] >= 0) total += nll[i];
+        }
+        return total;
+    }
     for (size_t i = 0; i < N; i++) {
-        float *row = logits + i * (size_t)V;
         int tg = targets[i];
         if (tg < 0) {
-            memset(row, 0, (size_t)V * sizeof *row);
+            xent_row_fwd_bwd(logits + i * (size_t)V, tg, V, dscale);
             if (row_loss) row_loss[i] = 0.0f;
             continue;
         }
-        float mx = vmax(row, V);
-        float xt = row[tg];
-        float sum = vexp_sum(row, mx, V);
-        double nll = (double)logf(sum) + (double)mx - (double)xt;
-        if (row_loss) row_loss[i] = (float)nll;
-        total += nll;
-        float s = dscale / sum;
-        for (int j = 0; j < V; j++) row[j] *= s;
-        row[tg] -= dscale;
+        double loss = xent_row_fwd_bwd(logits + i * (size_t)V, tg, V, dscale);
+        if (row_loss) row_loss[i] = (float)loss;
+        total += loss;
     }
     return total;
 }

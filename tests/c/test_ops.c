@@ -25,8 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adamw.h"
 #include "gpt.h"
 #include "ops.h"
+#include "pool.h"
 #include "rng.h"
 
 #define FD_H 1e-6
@@ -668,6 +670,204 @@ static void test_xent_jvp(void **state)
     assert_true(fabs(d2) < 1e-6);
 }
 
+/* ---------------------------------------------------------------- threaded kernels */
+
+/* Every threaded kernel split over 2 and 3 tasks (uneven pieces; the pool's minimum work set
+ * to 0 so that even these small sizes are split) against its one-thread result. They split
+ * rows, columns or flat chunks and keep each element's own order of operations, so the
+ * results must be the same bits; only the gradient norm, a reduction over chunks, is held to
+ * a tolerance instead. */
+static float *randf(size_t n, double scale)
+{
+    float *f = malloc(n * sizeof *f);
+    fill(f, NULL, n, scale);
+    return f;
+}
+
+static float *copyf(const float *f, size_t n)
+{
+    float *d = malloc(n * sizeof *d);
+    memcpy(d, f, n * sizeof *d);
+    return d;
+}
+
+static void set_threads(int n)
+{
+    assert_int_equal(dga_pool_set_threads(n), DGA_OK);
+    assert_int_equal(dga_pool_threads(), n);
+}
+
+enum { TN = 37, TC = 40, TV = 50 };
+
+/* the outputs of every row/column/flat kernel at the current thread count, concatenated */
+static float lin_w[TC * TC];
+
+static float *run_kernels(const float *x, const float *x2, const float *w, const float *b,
+                          const float *dy, const float *logits, const int32_t *tg,
+                          size_t *len, double *xent)
+{
+    const size_t NC = (size_t)TN * TC;
+    size_t n = 0, cap = 12 * NC + (size_t)TC * TC + 4 * TC + 2 * TN + (size_t)TN * TV;
+    float *out = calloc(cap, sizeof *out);
+    float *ln = out + n; n += NC;
+    float *mean = out + n; n += TN;
+    float *rstd = out + n; n += TN;
+    dga_op_layernorm_fwd(ln, mean, rstd, x, w, b, TN, TC);
+    float *dx = out + n; n += NC;
+    float *dw = out + n; n += TC;
+    float *db = out + n; n += TC;
+    for (size_t i = 0; i < NC; i++) dx[i] = PRE;
+    for (int i = 0; i < TC; i++) dw[i] = db[i] = PRE;
+    dga_op_layernorm_bwd(dx, dw, db, dy, x, w, mean, rstd, TN, TC);
+    float *g = out + n; n += NC;
+    dga_op_gelu_fwd(g, x, NC);
+    float *dg = out + n; n += NC;
+    dga_op_gelu_bwd(dg, x, dy, NC);
+    float *r = out + n; n += NC;
+    dga_op_residual_fwd(r, x, x2, NC);
+    float *ra = out + n; n += NC;
+    float *rb = out + n; n += NC;
+    for (size_t i = 0; i < NC; i++) ra[i] = rb[i] = PRE;
+    dga_op_residual_bwd(ra, rb, dy, NC);
+    /* linear: bias added over rows, bias gradient summed over columns */
+    float *lin = out + n; n += NC;
+    dga_op_linear_fwd(lin, x, lin_w, b, TN, TC, TC);
+    float *lw = out + n; n += (size_t)TC * TC;
+    float *lb = out + n; n += TC;
+    float *ldx = out + n; n += NC;
+    for (int i = 0; i < TC; i++) lb[i] = PRE;
+    dga_op_linear_bwd(ldx, lw, lb, dy, x, lin_w, TN, TC, TC);
+    float *lg = out + n; n += (size_t)TN * TV;
+    memcpy(lg, logits, (size_t)TN * TV * sizeof *lg);
+    *xent = dga_op_xent_fwd_bwd(lg, tg, TN, TV, 1.0f / TN);
+    assert_true(n <= cap);
+    *len = n;
+    return out;
+}
+
+static void test_threaded_kernels(void **state)
+{
+    (void)state;
+    const size_t NC = (size_t)TN * TC;
+    float *x = randf(NC, 1.5), *x2 = randf(NC, 1.0), *w = randf(TC, 1.0), *b = randf(TC, 0.5);
+    float *dy = randf(NC, 1.0), *logits = randf((size_t)TN * TV, 2.0);
+    fill(lin_w, NULL, (size_t)TC * TC, 0.2);
+    int32_t tg[TN];
+    for (int i = 0; i < TN; i++) tg[i] = i % 5 == 3 ? -1 : (int32_t)dga_rng_below(&rng, TV);
+    size_t min_work = dga_pool_min_work();
+    dga_pool_set_min_work(0);
+    set_threads(1);
+    size_t n1, n;
+    double xent1, xent;
+    float *ref = run_kernels(x, x2, w, b, dy, logits, tg, &n1, &xent1);
+    for (int th = 2; th <= 3; th++) {
+        set_threads(th);
+        float *got = run_kernels(x, x2, w, b, dy, logits, tg, &n, &xent);
+        assert_int_equal(n, n1);
+        assert_memory_equal(got, ref, n * sizeof *got);
+        assert_true(xent == xent1);
+        free(got);
+    }
+    set_threads(1);
+    dga_pool_set_min_work(min_work);
+    free(ref), free(x), free(x2), free(w), free(b), free(dy), free(logits);
+}
+
+/* attention, both directions, B * NH heads split over the tasks */
+static void attention_at(int threads, int B, int T, int C, int NH, const float *qkv,
+                         const float *dy, float *y, float *att, float *dqkv)
+{
+    set_threads(threads);
+    float *datt = malloc((size_t)T * T * sizeof *datt);
+    dga_op_attention_fwd(y, att, (size_t)T * T, qkv, B, T, C, NH);
+    dga_op_attention_bwd(dqkv, datt, dy, qkv, att, B, T, C, NH);
+    free(datt);
+}
+
+static void test_threaded_attention(void **state)
+{
+    (void)state;
+    enum { B = 3, T = 67, C = 12, NH = 3 };
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = randf(nq, 1.0), *dy = randf(ny, 1.0);
+    float *y1 = calloc(ny, sizeof(float)), *a1 = calloc(na, sizeof(float));
+    float *d1 = calloc(nq, sizeof(float));
+    float *y2 = calloc(ny, sizeof(float)), *a2 = calloc(na, sizeof(float));
+    float *d2 = calloc(nq, sizeof(float));
+    size_t min_work = dga_pool_min_work();
+    dga_pool_set_min_work(0);
+    attention_at(1, B, T, C, NH, qkv, dy, y1, a1, d1);
+    for (int th = 2; th <= 3; th++) {
+        memset(y2, 0, ny * sizeof *y2), memset(a2, 0, na * sizeof *a2);
+        memset(d2, 0, nq * sizeof *d2);
+        attention_at(th, B, T, C, NH, qkv, dy, y2, a2, d2);
+        assert_memory_equal(y2, y1, ny * sizeof *y1);
+        assert_memory_equal(a2, a1, na * sizeof *a1);
+        assert_memory_equal(d2, d1, nq * sizeof *d1);
+    }
+    set_threads(1);
+    dga_pool_set_min_work(min_work);
+    free(qkv), free(dy), free(y1), free(a1), free(d1), free(y2), free(a2), free(d2);
+}
+
+/* AdamW (elementwise: the same bits) and the clipped gradient norm (a sum over fixed chunks:
+ * the same at 2 and 3 threads, and within 1e-12 of the single sum at one thread). */
+static void test_threaded_adamw_clip(void **state)
+{
+    (void)state;
+    const size_t n = 200003;   /* four norm chunks, the last one partial */
+    const size_t ranges[2][2] = {{5, 70001}, {130000, 199999}};
+    float *g = randf(n, 1.0), *p0 = randf(n, 1.0);
+    float *p[3], *gc[3];
+    double norm[3];
+    size_t min_work = dga_pool_min_work();
+    dga_pool_set_min_work(0);
+    for (int th = 1; th <= 3; th++) {
+        set_threads(th);
+        dga_adamw *o = NULL;
+        assert_int_equal(dga_adamw_create(n, NULL, ranges, 2, &o), DGA_OK);
+        p[th - 1] = copyf(p0, n);
+        gc[th - 1] = copyf(g, n);
+        norm[th - 1] = dga_grad_clip(gc[th - 1], n, 1.0);
+        for (int s = 0; s < 3; s++)
+            assert_int_equal(dga_adamw_step(o, p[th - 1], g, 1e-2f), DGA_OK);
+        /* a non-finite gradient anywhere is still refused, and leaves the parameters alone */
+        float *bad = copyf(g, n);
+        bad[n - 2] = NAN;
+        float *keep = copyf(p[th - 1], n);
+        assert_int_equal(dga_adamw_step(o, p[th - 1], bad, 1e-2f), DGA_ERR_INVALID);
+        assert_memory_equal(keep, p[th - 1], n * sizeof *keep);
+        free(bad), free(keep);
+        dga_adamw_free(o);
+    }
+    assert_memory_equal(p[1], p[0], n * sizeof *p[0]);
+    assert_memory_equal(p[2], p[0], n * sizeof *p[0]);
+    assert_true(norm[1] == norm[2]);
+    assert_true(fabs(norm[1] - norm[0]) <= 1e-12 * norm[0]);
+    /* the clip scale is computed from each norm; the same norm gives the same bits */
+    assert_memory_equal(gc[1], gc[2], n * sizeof *gc[1]);
+    for (size_t i = 0; i < n; i++) assert_true(fabsf(gc[1][i] - gc[0][i]) <= 1e-6f * fabsf(gc[0][i]));
+    set_threads(1);
+    dga_pool_set_min_work(min_work);
+    for (int i = 0; i < 3; i++) free(p[i]), free(gc[i]);
+    free(g), free(p0);
+}
+
+/* The gradient checks again with every kernel split over two threads. */
+static int two_threads(void **state)
+{
+    (void)state;
+    dga_pool_set_min_work(0);
+    return dga_pool_set_threads(2) == DGA_OK ? 0 : -1;
+}
+
+static int one_thread(void **state)
+{
+    (void)state;
+    dga_pool_set_min_work(32768);
+    return dga_pool_set_threads(1) == DGA_OK ? 0 : -1;
+}
+
 int main(void)
 {
     dga_rng_seed(&rng, 2024);
@@ -682,5 +882,17 @@ int main(void)
         cmocka_unit_test(test_attention_jvp), cmocka_unit_test(test_gelu_jvp),
         cmocka_unit_test(test_residual_jvp),  cmocka_unit_test(test_xent_jvp),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest threaded[] = {
+        cmocka_unit_test(test_threaded_kernels), cmocka_unit_test(test_threaded_attention),
+        cmocka_unit_test(test_threaded_adamw_clip),
+    };
+    const struct CMUnitTest gradients_2_threads[] = {
+        cmocka_unit_test(test_layernorm), cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_residual),  cmocka_unit_test(test_xent),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    failed += cmocka_run_group_tests(threaded, NULL, NULL);
+    failed += cmocka_run_group_tests(gradients_2_threads, two_threads, one_thread);
+    return failed;
 }
