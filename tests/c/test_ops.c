@@ -739,7 +739,7 @@ static float *run_kernels(const float *x, const float *x2, const float *w, const
     dga_op_linear_bwd(ldx, lw, lb, dy, x, lin_w, TN, TC, TC);
     float *lg = out + n; n += (size_t)TN * TV;
     memcpy(lg, logits, (size_t)TN * TV * sizeof *lg);
-    *xent = dga_op_xent_fwd_bwd(lg, tg, TN, TV, 1.0f / TN);
+    *xent = dga_op_xent_fwd_bwd(lg, NULL, tg, TN, TV, 1.0f / TN);
     assert_true(n <= cap);
     *len = n;
     return out;

@@ -171,12 +171,12 @@ static float *train(int threads, size_t min_work, float *losses, size_t *np)
     dga_pool_set_min_work(min_work);
     dga_gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 64, .n_ctx = T,
                           .vocab_size = V};
-    dga_gpt *m = NULL;
+    dga_model *m = NULL;
     assert_int_equal(dga_gpt_create(&cfg, B, &m), DGA_OK);
     dga_rng rng;
     dga_rng_seed(&rng, 11);
-    dga_gpt_init_weights(m, &rng);
-    size_t n = dga_gpt_num_params(m);
+    dga_model_init_weights(m, &rng);
+    size_t n = dga_model_num_params(m);
     const size_t all[1][2] = {{0, n}};
     dga_adamw *opt = NULL;
     assert_int_equal(dga_adamw_create(n, NULL, all, 1, &opt), DGA_OK);
@@ -186,18 +186,18 @@ static float *train(int threads, size_t min_work, float *losses, size_t *np)
             in[i] = (int32_t)dga_rng_below(&rng, V);
             tg[i] = i % 9 == 4 ? -1 : (int32_t)dga_rng_below(&rng, V);
         }
-        dga_gpt_zero_grad(m);
-        assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &losses[s]), DGA_OK);
-        assert_int_equal(dga_gpt_backward(m), DGA_OK);
-        dga_grad_clip(dga_gpt_grads(m), n, 0.5);
-        assert_int_equal(dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), 1e-2f),
+        dga_model_zero_grad(m);
+        assert_int_equal(dga_model_forward(m, in, tg, B, T, &losses[s]), DGA_OK);
+        assert_int_equal(dga_model_backward(m), DGA_OK);
+        dga_grad_clip(dga_model_grads(m), n, 0.5);
+        assert_int_equal(dga_adamw_step(opt, dga_model_params(m), dga_model_grads(m), 1e-2f),
                          DGA_OK);
     }
     float *p = malloc(n * sizeof *p);
-    memcpy(p, dga_gpt_params(m), n * sizeof *p);
+    memcpy(p, dga_model_params(m), n * sizeof *p);
     *np = n;
     dga_adamw_free(opt);
-    dga_gpt_free(m);
+    dga_model_free(m);
     set_threads(1);
     dga_pool_set_min_work(32768);
     return p;
