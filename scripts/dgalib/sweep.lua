@@ -37,9 +37,11 @@
 -- exists there; it is written atomically after run_cell returns and holds the metrics, the
 -- cell id and fields, the seed, the data seed, the command and its key (the command without
 -- the options that choose which pairs run or where: --seeds, --seed, --jobs, --cell,
--- --policy, --out, --cache, --resume, --overwrite, --no-plot). A finished pair whose key
--- differs from the current command's is refused (its numbers would come from another
--- configuration): use --overwrite or another --out. An unfinished pair whose directory
+-- --policy, --out, --cache, --resume, --overwrite, --no-plot, and the script's own
+-- options listed in sweep.run's `key_ignore`, e.g. {["--verbose"] = "flag", ["--log"] =
+-- "value"}; option order does not matter). A finished pair whose key differs from the
+-- current command's is refused (its numbers would come from another configuration): use
+-- --overwrite or another --out. An unfinished pair whose directory
 -- holds a checkpoint resumes from it (topts.resume = true); one that holds a run but no
 -- checkpoint restarts (topts.overwrite = true). run_cell must pass topts to trainer.run.
 --
@@ -87,22 +89,25 @@ function M.parse_seeds(s)
     return out
 end
 
-local function has_option(parser, name)
+-- The option element of `parser` with this name, or nil.
+local function find_option(parser, name)
     for _, o in ipairs(parser._options or {}) do
-        for _, n in ipairs(o._aliases or {}) do if n == name then return true end end
-        if o._name == name then return true end
+        for _, n in ipairs(o._aliases or {}) do if n == name then return o end end
+        if o._name == name then return o end
     end
-    return false
+    return nil
 end
 
 function M.add_options(p)
     local args = require "dgalib.args"
-    p:option("--seeds", "Training seeds, comma separated (ranges a-b too): each covers model "
-             .. "init, batch sampling and alignment probes. Default: 1.")
+    local seeds_opt = p:option("--seeds", "Training seeds, comma separated (ranges a-b too): each "
+                               .. "covers model init, batch sampling and alignment probes. Default: 1.")
         :convert(M.parse_seeds)
-    if not has_option(p, "--seed") then
-        p:option("--seed", "One training seed: the same as --seeds N."):convert(args.int(0))
+    local seed_opt = find_option(p, "--seed")
+    if not seed_opt then
+        seed_opt = p:option("--seed", "One training seed: the same as --seeds N."):convert(args.int(0))
     end
+    p:mutex(seeds_opt, seed_opt)
     p:option("--data-seed", "Seed of the data: store, clustering, splits, held-out sets and "
              .. "basis selection, the same for every training seed. Default: 1.", "1")
         :convert(args.int(0))
@@ -119,9 +124,6 @@ function M.add_options(p)
     p:option("--cell", "(internal, used by --jobs) Run only the cell with this id, then exit.")
     local prev = p._action
     p:action(function(a, ...)
-        if a.seeds and a.seed then
-            p:error("give --seeds or --seed, not both (--seed N is --seeds N)")
-        end
         a.seeds = a.seeds or {a.seed or 1}
         a.seed = a.seeds[1]
         a.policy = a.policy or {}
@@ -275,10 +277,34 @@ local function argv_of(o)
     return out
 end
 
--- The key of a command: what a finished pair's numbers depend on.
-local function command_key(argv)
-    local t = strip(argv, CONTROL_VALUE, CONTROL_FLAG)
-    return table.concat(t, " ")
+-- The key of a command: what a finished pair's numbers depend on. The argv without the
+-- control options (and the caller's `ignore`: option -> "value" | "flag"), cut into units
+-- (an option and the values after it), the units sorted by option name, keeping the order
+-- of repeated options (--set a=1 --set a=2 differs from the reverse).
+local function command_key(argv, ignore)
+    local drop_value, drop_flag = {}, {}
+    for k in pairs(CONTROL_VALUE) do drop_value[k] = true end
+    for k in pairs(CONTROL_FLAG) do drop_flag[k] = true end
+    for k, kind in pairs(ignore or {}) do
+        if kind == "flag" then drop_flag[k] = true else drop_value[k] = true end
+    end
+    local t = strip(argv, drop_value, drop_flag)
+    local units = {}
+    for _, tok in ipairs(t) do
+        if tok:match("^%-%-") or #units == 0 then
+            units[#units + 1] = {name = tok:match("^(%-%-[^=]+)") or "", toks = {tok}, i = #units + 1}
+        else
+            local u = units[#units]
+            u.toks[#u.toks + 1] = tok
+        end
+    end
+    table.sort(units, function(x, y)
+        if x.name ~= y.name then return x.name < y.name end
+        return x.i < y.i
+    end)
+    local parts = {}
+    for _, u in ipairs(units) do parts[#parts + 1] = table.concat(u.toks, " ") end
+    return table.concat(parts, " ")
 end
 
 -- ---- the run ---------------------------------------------------------------------------
@@ -486,7 +512,7 @@ function M.run(o)
     check_cells(o.cells)
     local seeds = M.seeds(a)
     local argv = argv_of(o)
-    local key = command_key(argv)
+    local key = command_key(argv, o.key_ignore)
     local cells = o.cells
     if a.cell then
         cells = {}
@@ -567,12 +593,14 @@ function M.run(o)
         os.exit(#failures == 0 and 0 or 1, true)
     end
     if #failures > 0 then
-        local names = {}
+        local names, first = {}, {}
         for _, f in ipairs(failures) do
             names[#names + 1] = string.format("%s seed %d", f.pair.cell.id, f.pair.seed)
+            first[#first + 1] = string.format("  %s seed %d: %s", f.pair.cell.id, f.pair.seed,
+                                              tostring(f.err):match("^[^\n]*"))
         end
-        error(string.format("sweep %s: %d of %d runs failed: %s", o.name or "", #failures, #todo,
-                            table.concat(names, "; ")), 0)
+        error(string.format("sweep %s: %d of %d runs failed: %s\n%s", o.name or "", #failures, #todo,
+                            table.concat(names, "; "), table.concat(first, "\n")), 0)
     end
     for _, pair in ipairs(all) do results[#results + 1] = pair.done end
     return results
