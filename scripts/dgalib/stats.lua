@@ -69,7 +69,10 @@ local function values(xs)
     else
         local keys = {}
         for key in pairs(xs) do keys[#keys + 1] = key end
-        table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+        table.sort(keys, function(a, b)
+            if type(a) == "number" and type(b) == "number" then return a < b end
+            return tostring(a) < tostring(b)
+        end)
         for _, key in ipairs(keys) do out[#out + 1] = xs[key] end
     end
     for i, v in ipairs(out) do

@@ -16,7 +16,7 @@
 --       local cfg = exp.run_config(a, preset, steps, cell.id, {run_dir = dir, seed = seed,
 --                                  policy = sweep.policy_config(cell.spec), ...})
 --       sweep.overrides(a, cfg)
---       local s = require("trainer").run(cfg, topts)
+--       local s = sweep.train(cfg, topts)
 --       return {specific_final = s.specific_loss, generic_final = s.generic_loss}
 --     end}
 --   require("dgalib.aggregate"){out = a.out, metrics = {"specific_final"}, reference = "natural"}
@@ -54,8 +54,10 @@
 -- its log's tail (or its error) and the sweep goes on; at the end sweep.run raises an error
 -- naming the failures, so the script exits non-zero.
 --
--- API notes for callers: run_cell receives a 4th argument, the trainer options topts, and
--- sweep.policy_config(spec) strips the `label` and `file` fields a policy spec carries.
+-- API notes for callers: run_cell receives a 4th argument, the trainer options topts;
+-- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
+-- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
+-- strips the `label` and `file` fields a policy spec carries.
 local runinfo = require "dgalib.runinfo"
 local json = require "dgalib.json"
 local overrides = require "dgalib.overrides"
@@ -239,6 +241,46 @@ end
 -- for the checks); extra_known: the experiment's own fields. Returns cfg.
 function M.overrides(a, cfg, extra_known)
     return overrides.apply(cfg, a.set or {}, extra_known, overrides.SWEEP_RESERVED)
+end
+
+-- trainer.run(cfg, topts), for run_cell. A pair killed after its last checkpoint but
+-- before summary.json resumes at its final step: the trainer then trains and evaluates
+-- nothing, and its summary has no losses. They are the last row of the run's metrics.csv
+-- (written at that step before the checkpoint), so they are read from there. That file
+-- keeps 9 significant digits, so the losses are rounded to 9 digits on both paths: a
+-- resumed pair's summary then equals an uninterrupted one's bit for bit. basis_loss is the
+-- mean of the rounded basis losses.
+local function round9(v) return type(v) == "number" and tonumber(string.format("%.9g", v)) or v end
+
+function M.train(cfg, topts)
+    local trainer = require "trainer"
+    local s = trainer.run(cfg, topts)
+    if s.specific_loss == nil and s.generic_loss == nil and s.basis_loss == nil then
+        local csvlog = require "dgalib.csvlog"
+        local ok, recs = pcall(csvlog.read_records, cfg.run_dir .. "/metrics.csv")
+        local last = ok and recs[#recs] or nil
+        if last and last.step == s.step then
+            s.specific_loss, s.generic_loss = last.specific_loss, last.generic_loss
+            local basis = {}
+            for key, v in pairs(last) do
+                local j = key:match("^basis_(%d+)_loss$")
+                if j and type(v) == "number" then basis[tonumber(j)] = v end
+            end
+            s.basis = next(basis) and basis or nil
+        end
+    end
+    s.specific_loss, s.generic_loss = round9(s.specific_loss), round9(s.generic_loss)
+    if type(s.basis) == "table" then
+        local keys, n, sum = {}, 0, 0
+        for j in pairs(s.basis) do keys[#keys + 1] = j end
+        table.sort(keys)   -- a fixed order of summation, whichever path filled the table
+        for _, j in ipairs(keys) do
+            s.basis[j] = round9(s.basis[j])
+            n, sum = n + 1, sum + s.basis[j]
+        end
+        s.basis_loss = n > 0 and sum / n or nil
+    end
+    return s
 end
 
 -- ---- the command -----------------------------------------------------------------------

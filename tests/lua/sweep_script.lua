@@ -59,7 +59,7 @@ sweep.run{
                                          policy = sweep.policy_config(cell.spec)})
         sweep.overrides(a, cfg)
         if a.stop_at then topts.stop_at = a.stop_at end
-        local s = require("trainer").run(cfg, topts)
+        local s = sweep.train(cfg, topts)
         if a.stop_at then os.exit(9, false) end
         return {specific_final = s.specific_loss, generic_final = s.generic_loss,
                 step = s.step, model = s.model, basis = s.basis}
