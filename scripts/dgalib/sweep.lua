@@ -54,6 +54,12 @@
 -- its log's tail (or its error) and the sweep goes on; at the end sweep.run raises an error
 -- naming the failures, so the script exits non-zero.
 --
+-- sweep.run's table: name, out, args (the parsed options), cells (a list of tables, each
+-- with a unique `id`, a relative path; `group` and other plain fields are kept in
+-- summary.json), run_cell(cell, seed, dir, topts) -> metrics; optional: known (the
+-- experiment's extra --set keys, as for sweep.overrides: the keys are then checked before
+-- anything runs), key_ignore (see above), argv (default: the global arg), quiet.
+--
 -- API notes for callers: run_cell receives a 4th argument, the trainer options topts;
 -- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
@@ -565,6 +571,12 @@ function M.run(o)
             error(overrides.usage_error("--cell " .. a.cell .. ": no such cell (cells: "
                                         .. table.concat(ids, ", ") .. ")"), 0)
         end
+    end
+    -- With the experiment's own keys declared, a bad --set stops the sweep before any run
+    -- (and before N children would each fail on it).
+    if o.known and #(a.set or {}) > 0 then
+        local known = overrides.known(nil, o.known)
+        for _, s in ipairs(a.set) do overrides.check(s, known, overrides.SWEEP_RESERVED) end
     end
     local quiet = o.quiet
     local function say(fmt, ...)

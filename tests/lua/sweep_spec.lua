@@ -277,6 +277,15 @@ describe("sweep.run in process", function()
         assert.are.same({"g/uniform 1"}, calls)
     end)
 
+    it("checks --set before any run when the experiment declares its keys", function()
+        local calls = 0
+        local o = {name = "t", out = tmp("known"), args = parse{"--set", "spec_trian=3"},
+                   cells = cells(), argv = {}, quiet = true, known = {"spec_train"},
+                   run_cell = function() calls = calls + 1; return {} end}
+        contains(usage_err(sweep.run, o), "close matches: spec_train")
+        assert.are.equal(0, calls)
+    end)
+
     it("refuses bad cell lists", function()
         local function run(cs)
             return usage_err(sweep.run, {out = tmp("bad"), args = parse{}, cells = cs,
@@ -364,6 +373,35 @@ describe("aggregate", function()
                                        group_of = function() return "all" end}),
                  "two reference cells")
         contains(usage_err(aggregate, {out = tmp("empty_agg_missing"), quiet = true}), "not a directory")
+        contains(usage_err(aggregate, {out = out, metrics = {"los"}, quiet = true}),
+                 "no summary under " .. out .. " has the metric 'los' (metrics: loss, other)")
+        h.write(out .. "/b1/dga/seed-1/summary.json", '{"cell": "b1/dga", "seed": 1')
+        contains(usage_err(aggregate, {out = out, quiet = true}), "b1/dga/seed-1/summary.json: line 1")
+    end)
+end)
+
+describe("scripts/run.lua", function()
+    before_each(function()
+        if not DGALUA then pending("DGALUA is not set (run through tests/run)") end
+    end)
+
+    it("trains the example config with --set, and refuses a bad key", function()
+        local out = tmp("runlua")
+        local code, stdout, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua experiments/configs/example.lua"
+                                        .. " --threads 1 --quiet --out " .. out .. " --set steps=20"
+                                        .. " --set policy.beta=1", tmp("stderr.txt"))
+        assert.are.equal(0, code, err)
+        contains(stdout, "step 20")
+        local recs = csvlog.read_records(out .. "/metrics.csv")
+        assert.are.equal(20, recs[#recs].step)
+        contains(h.read(out .. "/config.lua"), "beta = 1")
+        code, _, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua experiments/configs/example.lua"
+                             .. " --out " .. out .. "x --set model.layer=2", tmp("stderr.txt"))
+        assert.are_not.equal(0, code)
+        contains(err, "unknown key 'model.layer' (close matches: model.layers")
+        code, _, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua " .. tmp("nosuch.lua"), tmp("stderr.txt"))
+        assert.are_not.equal(0, code)
+        contains(err, "nosuch.lua")
     end)
 end)
 
