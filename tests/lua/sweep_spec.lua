@@ -395,11 +395,11 @@ describe("scripts/run.lua", function()
         local recs = csvlog.read_records(out .. "/metrics.csv")
         assert.are.equal(20, recs[#recs].step)
         contains(h.read(out .. "/config.lua"), "beta = 1")
-        code, _, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua experiments/configs/example.lua"
+        code, stdout, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua experiments/configs/example.lua"
                              .. " --out " .. out .. "x --set model.layer=2", tmp("stderr.txt"))
         assert.are_not.equal(0, code)
         contains(err, "unknown key 'model.layer' (close matches: model.layers")
-        code, _, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua " .. tmp("nosuch.lua"), tmp("stderr.txt"))
+        code, stdout, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua " .. tmp("nosuch.lua"), tmp("stderr.txt"))
         assert.are_not.equal(0, code)
         contains(err, "nosuch.lua")
     end)
