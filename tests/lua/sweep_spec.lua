@@ -385,23 +385,26 @@ describe("scripts/run.lua", function()
         if not DGALUA then pending("DGALUA is not set (run through tests/run)") end
     end)
 
+    -- Runs scripts/run.lua; returns exit code, stdout, stderr.
+    local function runlua(args)
+        return h.run(shell_quote(DGALUA) .. " scripts/run.lua " .. args, tmp("stderr.txt"))
+    end
+
     it("trains the example config with --set, and refuses a bad key", function()
         local out = tmp("runlua")
-        local code, stdout, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua experiments/configs/example.lua"
-                                        .. " --threads 1 --quiet --out " .. out .. " --set steps=20"
-                                        .. " --set policy.beta=1", tmp("stderr.txt"))
+        local code, stdout, err = runlua("experiments/configs/example.lua --threads 1 --quiet --out "
+                                         .. out .. " --set steps=20 --set policy.beta=1")
         assert.are.equal(0, code, err)
         contains(stdout, "step 20")
         local recs = csvlog.read_records(out .. "/metrics.csv")
         assert.are.equal(20, recs[#recs].step)
         contains(h.read(out .. "/config.lua"), "beta = 1")
-        code, stdout, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua experiments/configs/example.lua"
-                             .. " --out " .. out .. "x --set model.layer=2", tmp("stderr.txt"))
-        assert.are_not.equal(0, code)
-        contains(err, "unknown key 'model.layer' (close matches: model.layers")
-        code, stdout, err = h.run(shell_quote(DGALUA) .. " scripts/run.lua " .. tmp("nosuch.lua"), tmp("stderr.txt"))
-        assert.are_not.equal(0, code)
-        contains(err, "nosuch.lua")
+        local code2, _, err2 = runlua("experiments/configs/example.lua --out " .. out .. "x --set model.layer=2")
+        assert.are_not.equal(0, code2)
+        contains(err2, "unknown key 'model.layer' (close matches: model.layers")
+        local code3, _, err3 = runlua(tmp("nosuch.lua"))
+        assert.are_not.equal(0, code3)
+        contains(err3, "nosuch.lua")
     end)
 end)
 
