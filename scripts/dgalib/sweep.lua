@@ -63,7 +63,7 @@
 -- API notes for callers: run_cell receives a 4th argument, the trainer options topts;
 -- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
--- strips the `label` and `file` fields a policy spec carries.
+-- strips the `label` field a policy spec carries.
 local runinfo = require "dgalib.runinfo"
 local json = require "dgalib.json"
 local overrides = require "dgalib.overrides"
@@ -185,8 +185,7 @@ end
 -- The policy specs to run: each a trainer policy table plus `label` (the name of its run
 -- directory). Without --policy: default_list (labels default to the names). With it, each
 -- entry is one of
---   - a file (ends in .lua, or exists): {name = <absolute path>, label = <declared name>,
---     file = <absolute path>};
+--   - a file (ends in .lua, or is a path with a "/"): {name = <absolute path>, label = <declared name>};
 --   - a label of default_list: that entry (with its options);
 --   - a policy name: {name = NAME, label = NAME}.
 function M.policies(a, default_list)
@@ -202,9 +201,9 @@ function M.policies(a, default_list)
         local policies = require "policies"
         for _, entry in ipairs(chosen) do
             local s
-            if entry:match("%.lua$") or runinfo.is_file(entry) then
+            if entry:match("%.lua$") or (entry:find("/", 1, true) and runinfo.is_file(entry)) then
                 local path = abspath(entry)
-                s = {name = path, label = M.policy_file_name(path), file = path}
+                s = {name = path, label = M.policy_file_name(path)}
             else
                 for _, spec in ipairs(default_list or {}) do
                     if (spec.label or spec.name) == entry then s = copy(spec); s.label = entry end
@@ -234,11 +233,11 @@ function M.policies(a, default_list)
     return list
 end
 
--- The trainer's cfg.policy of a spec: the spec without `label` and `file`.
+-- The trainer's cfg.policy of a spec: the spec without `label`.
 function M.policy_config(spec)
     local out = {}
     for key, v in pairs(spec) do
-        if key ~= "label" and key ~= "file" then out[key] = v end
+        if key ~= "label" then out[key] = v end
     end
     return out
 end

@@ -101,6 +101,17 @@ describe("stats", function()
         assert.are.equal(0, stats.paired({[1] = 1}, {[2] = 2}).n)
     end)
 
+    it("reads a map keyed by seeds with gaps whole", function()
+        local s = stats.summary{[1] = 1, [3] = 3}
+        assert.are.equal(2, s.n)
+        near(2, s.mean)
+        local m = {}
+        m[10], m[2], m[7] = 6, 1, 2
+        near(3, stats.summary(m).mean)
+        near(math.sqrt(7), stats.summary(m).sd)
+        near(10 / 3, stats.mean_pair_gap(m))    -- |1-2|, |1-6|, |2-6| = 1, 5, 4
+    end)
+
     it("measures the mean gap between two seeds", function()
         near(2, stats.mean_pair_gap{1, 2, 4})     -- |1-2|, |1-4|, |2-4| = 1, 3, 2
         assert.is_nil(stats.mean_pair_gap{3})
