@@ -458,8 +458,13 @@ local function run_here(o, pair, argv, key)
     local topts = trainer_opts(pair.dir, a)
     local t0 = runinfo.now()
     local ok, res = xpcall(o.run_cell, function(e)
+        -- A usage error or a Ctrl-C ends the sweep; any other error fails this pair only.
         if type(e) == "table" and e.usage then return e end
-        return debug.traceback(tostring(e), 2)
+        local msg = tostring(e)
+        if msg:find("interrupted!", 1, true) or msg:find("interrupted (in ", 1, true) then
+            return overrides.usage_error(msg)
+        end
+        return debug.traceback(msg, 2)
     end, pair.cell, pair.seed, pair.dir, topts)
     if not ok then
         if type(res) == "table" and res.usage then error(res, 0) end

@@ -277,6 +277,18 @@ describe("sweep.run in process", function()
         assert.are.same({"g/uniform 1"}, calls)
     end)
 
+    it("stops at once on an interrupt (Ctrl-C) instead of going on to the next pair", function()
+        local calls = 0
+        local e = usage_err(sweep.run, {name = "t", out = tmp("intr"), args = parse{"--seeds", "1,2"},
+                                        cells = cells(), argv = {}, quiet = true,
+                                        run_cell = function()
+                                            calls = calls + 1
+                                            error("interrupted (in a forward pass)")
+                                        end})
+        contains(e, "interrupted")
+        assert.are.equal(1, calls)
+    end)
+
     it("checks --set before any run when the experiment declares its keys", function()
         local calls = 0
         local o = {name = "t", out = tmp("known"), args = parse{"--set", "spec_trian=3"},
