@@ -476,6 +476,7 @@ local function run_here(o, pair, argv, key)
     local summary = {
         cell = pair.cell.id, group = pair.cell.group, seed = pair.seed,
         data_seed = a.data_seed or 1, metrics = metrics, fields = cell_fields(pair.cell),
+        script = type(arg) == "table" and arg[0] or nil,
         command = table.concat(argv, " "), key = key, sweep = o.name,
         seconds = runinfo.now() - t0, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     }
