@@ -58,7 +58,9 @@
 -- with a unique `id`, a relative path; `group` and other plain fields are kept in
 -- summary.json), run_cell(cell, seed, dir, topts) -> metrics; optional: known (the
 -- experiment's extra --set keys, as for sweep.overrides: the keys are then checked before
--- anything runs), key_ignore (see above), argv (default: the global arg), quiet.
+-- anything runs), key_ignore (see above), prepare (a function called once before the
+-- first pair runs, in the parent with --jobs: build shared caches there when run_cell
+-- builds its data lazily), argv (default: the global arg), quiet.
 --
 -- API notes for callers: run_cell receives a 4th argument, the trainer options topts;
 -- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
@@ -633,6 +635,11 @@ function M.run(o)
                 pair.cell.id, pair.seed, progress.format_duration(el), eta, logp, err)
         end
     end
+
+    -- Shared preparation (store builds, tokenisation) once, before the first pair: with
+    -- --jobs, in the parent, so the children find the caches warm instead of building the
+    -- same store at the same time.
+    if o.prepare and #todo > 0 then o.prepare() end
 
     local jobs = a.jobs or 1
     if jobs > 1 and not a.cell and #todo > 0 then

@@ -277,6 +277,19 @@ describe("sweep.run in process", function()
         assert.are.same({"g/uniform 1"}, calls)
     end)
 
+    it("calls prepare once before the first pair, and not when everything is finished", function()
+        local out, log = tmp("prep"), {}
+        local function o()
+            return {name = "t", out = out, args = parse{"--seeds", "1,2"}, cells = cells(), argv = {},
+                    quiet = true, prepare = function() log[#log + 1] = "prepare" end,
+                    run_cell = function(cell, seed) log[#log + 1] = cell.id .. seed; return {x = 1} end}
+        end
+        sweep.run(o())
+        assert.are.same({"prepare", "g/uniform1", "g/dga1", "g/uniform2", "g/dga2"}, log)
+        sweep.run(o())
+        assert.are.equal(5, #log)
+    end)
+
     it("stops at once on an interrupt (Ctrl-C) instead of going on to the next pair", function()
         local calls = 0
         local e = usage_err(sweep.run, {name = "t", out = tmp("intr"), args = parse{"--seeds", "1,2"},
