@@ -41,7 +41,8 @@
 -- options listed in sweep.run's `key_ignore`, e.g. {["--verbose"] = "flag", ["--log"] =
 -- "value"}; option order does not matter). A finished pair whose key differs from the
 -- current command's is refused (its numbers would come from another configuration): use
--- --overwrite or another --out. An unfinished pair whose directory
+-- --overwrite or another --out. So is one whose cell changed (summary.json keeps the cell's
+-- fields as canonical JSON, policy options included). An unfinished pair whose directory
 -- holds a checkpoint resumes from it (topts.resume = true); one that holds a run but no
 -- checkpoint restarts (topts.overwrite = true). run_cell must pass topts to trainer.run.
 --
@@ -392,6 +393,29 @@ local function cell_fields(cell)
     return out
 end
 
+-- The cell as canonical JSON text: its plain fields and nested tables (a policy spec), with
+-- tensors, functions and other userdata reduced to their type (their addresses change from
+-- run to run). A finished pair whose cell text differs was made by another definition of
+-- the cell (other policy options, a policy file where a built-in policy ran before).
+local function cell_text(cell)
+    local seen = {}
+    local function plain(v)
+        local t = type(v)
+        if t == "number" or t == "string" or t == "boolean" then return v end
+        if t == "table" and getmetatable(v) == nil and not seen[v] then
+            seen[v] = true
+            local out = {}
+            for key, val in pairs(v) do
+                if type(key) == "string" or math.type(key) == "integer" then out[key] = plain(val) end
+            end
+            seen[v] = nil
+            return out
+        end
+        return "<" .. t .. ">"
+    end
+    return json.encode(plain(cell))
+end
+
 -- run_cell's table as flat metrics: numbers, strings and booleans kept; a table of numbers
 -- becomes name_<key> entries; tensors, models and deeper tables are left out.
 local function flat_metrics(res, where)
@@ -476,7 +500,7 @@ local function run_here(o, pair, argv, key)
     local okm, metrics = pcall(flat_metrics, res, where)
     if not okm then return nil, tostring(metrics) end
     local summary = {
-        cell = pair.cell.id, group = pair.cell.group, seed = pair.seed,
+        cell = pair.cell.id, group = pair.cell.group, seed = pair.seed, cell_text = cell_text(pair.cell),
         data_seed = a.data_seed or 1, metrics = metrics, fields = cell_fields(pair.cell),
         script = type(arg) == "table" and arg[0] or nil,
         command = table.concat(argv, " "), key = key, sweep = o.name,
@@ -605,6 +629,13 @@ function M.run(o)
                         .. "its numbers would not match this configuration; use --overwrite to rerun it, "
                         .. "or another --out", pair.dir, tostring(s.key), key)), 0)
                 end
+                local now = cell_text(cell)
+                if s.cell_text ~= nil and s.cell_text ~= now then
+                    error(overrides.usage_error(string.format(
+                        "sweep: %s finished with another definition of cell %s:\n  then: %s\n  now:  %s\n"
+                        .. "use --overwrite to rerun it, or another --out", pair.dir, cell.id,
+                        tostring(s.cell_text), now)), 0)
+                end
                 pair.done = s
             else
                 todo[#todo + 1] = pair
@@ -665,8 +696,10 @@ function M.run(o)
             first[#first + 1] = string.format("  %s seed %d: %s", f.pair.cell.id, f.pair.seed,
                                               tostring(f.err):match("^[^\n]*"))
         end
-        error(string.format("sweep %s: %d of %d runs failed: %s\n%s", o.name or "", #failures, #todo,
-                            table.concat(names, "; "), table.concat(first, "\n")), 0)
+        error(string.format("sweep %s: %d of %d runs failed: %s\n%s\n(the finished runs are kept: "
+                            .. "the same command runs only the failed ones; scripts/aggregate.lua %s "
+                            .. "summarises what is there)", o.name or "", #failures, #todo,
+                            table.concat(names, "; "), table.concat(first, "\n"), out), 0)
     end
     for _, pair in ipairs(all) do results[#results + 1] = pair.done end
     return results

@@ -250,6 +250,14 @@ describe("sweep.run in process", function()
         contains(e, "--steps 5")
         contains(e, "--overwrite")
 
+        -- So is a cell whose definition changed (here: its policy options).
+        local changed = cells()
+        changed[2].spec = {name = "dga", beta = 0.5}
+        e = usage_err(sweep.run, {name = "t", out = out, args = a, cells = changed,
+                                  run_cell = run_cell, argv = argv, quiet = true})
+        contains(e, "finished with another definition of cell g/dga")
+        contains(e, '"beta":0.5')
+
         calls = {}
         sweep.run{name = "t", out = out, args = parse{"--seeds", "1", "--overwrite"}, cells = cells(),
                   run_cell = run_cell, argv = {"--steps", "6"}, quiet = true}
@@ -269,6 +277,8 @@ describe("sweep.run in process", function()
         local e = usage_err(sweep.run, {name = "t", out = out, args = a, cells = cells(),
                                         run_cell = run_cell, argv = {}, quiet = true})
         contains(e, "1 of 4 runs failed: g/uniform seed 1")
+        contains(e, "g/uniform seed 1: ")
+        contains(e, "boom")
         assert.are.equal(4, #calls)
         assert.is_false(h.exists(out .. "/g/uniform/seed-1/summary.json"))
         fail, calls = false, {}
