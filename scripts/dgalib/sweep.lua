@@ -63,7 +63,8 @@
 -- first pair runs, in the parent with --jobs: build shared caches there when run_cell
 -- builds its data lazily), argv (default: the global arg), quiet.
 --
--- API notes for callers: run_cell receives a 4th argument, the trainer options topts;
+-- Additions to the planned API (nothing in it changed): run_cell receives a 4th argument,
+-- the trainer options topts;
 -- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
 -- strips the `label` field a policy spec carries.
@@ -81,19 +82,19 @@ function M.parse_seeds(s)
     local out, seen = {}, {}
     for tok in tostring(s):gmatch("[^,%s]+") do
         local lo, hi = tok:match("^(%d+)%-(%d+)$")
-        lo, hi = tonumber(lo), tonumber(hi)
+        lo, hi = math.tointeger(tonumber(lo)), math.tointeger(tonumber(hi))
         if not lo then
             lo = math.tointeger(tonumber(tok))
             hi = lo
         end
-        if not lo or lo < 0 or hi < lo then
+        if not lo or not hi or lo < 0 or hi < lo then
             return nil, string.format("'%s' is not a seed (integer >= 0) or a range a-b", tok)
         end
         if hi - lo > 10000 then return nil, string.format("'%s': range of more than 10000 seeds", tok) end
-        for v in (function() local i = lo - 1; return function() i = i + 1; if i <= hi then return i end end end)() do
+        for v = lo, hi do
             if seen[v] then return nil, string.format("seed %d is given twice", v) end
             seen[v] = true
-            out[#out + 1] = math.tointeger(v)
+            out[#out + 1] = v
         end
     end
     if #out == 0 then return nil, "no seed given" end
