@@ -75,6 +75,8 @@ local progress = require "dgalib.progress"
 
 local M = {}
 
+local display_command
+
 -- ---- options -------------------------------------------------------------------------
 
 -- "1,2,5-7" -> {1, 2, 5, 6, 7}; nil and a message on anything else (or a repeated seed).
@@ -321,6 +323,26 @@ local function shell_quote(s)
     return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+-- A token as the shell needs it: bare when it is plain, else single-quoted.
+local function shell_word(s)
+    s = tostring(s)
+    if s ~= "" and s:match("^[%w_%-%.,/=+:@]+$") then return s end
+    return shell_quote(s)
+end
+
+-- The command line to paste into a shell: the interpreter, its options and the script
+-- when this process was started from one (with_script), then the arguments.
+function display_command(argv, with_script)
+    local parts = {}
+    if with_script and type(arg) == "table" then
+        local lo = 0
+        while arg[lo - 1] ~= nil do lo = lo - 1 end
+        for i = lo, 0 do parts[#parts + 1] = shell_word(arg[i]) end
+    end
+    for _, t in ipairs(argv) do parts[#parts + 1] = shell_word(t) end
+    return table.concat(parts, " ")
+end
+
 local function argv_of(o)
     local src = o.argv or arg or {}
     local out = {}
@@ -504,7 +526,7 @@ local function run_here(o, pair, argv, key)
         cell = pair.cell.id, group = pair.cell.group, seed = pair.seed, cell_text = cell_text(pair.cell),
         data_seed = a.data_seed or 1, metrics = metrics, fields = cell_fields(pair.cell),
         script = type(arg) == "table" and arg[0] or nil,
-        command = table.concat(argv, " "), key = key, sweep = o.name,
+        command = display_command(argv, o.argv == nil), argv = argv, key = key, sweep = o.name,
         seconds = runinfo.now() - t0, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     }
     runinfo.write_atomic(spath, json.encode(summary, {indent = true}) .. "\n")

@@ -188,6 +188,11 @@ describe("sweep.policies", function()
         assert.are.same({name = "dga", beta = 0.1}, sweep.policy_config(list[3]))
     end)
 
+    it("refuses two policies with one run name", function()
+        contains(usage_err(sweep.policies, parse{"--policy", "dga_ema", "--policy", "dga_ema"}, defaults),
+                 "two policies would share the run name 'dga_ema'")
+    end)
+
     it("replaces it with --policy: labels of the list, or registry names", function()
         local list = sweep.policies(parse{"--policy", "dga_ema", "--policy", "uniform"}, defaults)
         assert.are.equal(2, #list)
@@ -240,6 +245,7 @@ describe("sweep.run in process", function()
         assert.are.equal(0.75, s.metrics.weights_2)
         assert.are.equal("dga", s.fields.policy)
         assert.are.equal("--seeds 1,2 --steps 5", s.command)
+        assert.are.same(argv, s.argv)
 
         -- Again, with one more seed: only the new seed runs.
         calls = {}
@@ -524,6 +530,7 @@ describe("sweep script", function()
         -- Seeds change the run; the same seed in two groups (same config) gives the same bits.
         assert.are_not.equal(m["g1/uniform1"], m["g1/uniform2"])
         local s2 = json.read_file(out .. "/g2/uniform/seed-1/summary.json")
+        contains(s2.command, "sweep_script.lua --threads 1 --out " .. out)   -- a command line to paste
         assert.are.equal(m["g1/uniform1"], s2.metrics.specific_final)
         local recs = csvlog.read_records(out .. "/aggregate.csv")
         assert.is_true(#recs >= 8)
