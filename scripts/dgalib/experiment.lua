@@ -171,7 +171,13 @@ function M.add_common_options(p, defaults)
     p:option("--corpus", "Corpus directory (<domain>/*.jsonl); default: data/corpus or ../shared/data/corpus.")
     p:option("--cache", "Directory for cached stores (default: <repo>/runs/cache).")
     p:option("--steps", "Training steps per run (overrides the preset)."):convert(args.int(1))
-    p:option("--seed", "Seed of every run.", "1"):convert(args.int(0))
+    -- No argparse default: dgalib.sweep's --seeds takes --seed as an alias and refuses both,
+    -- which a default value would trip. The action below gives 1 when neither is used.
+    p:option("--seed", "One training seed (model init, sampling, probes): the same as "
+             .. "--seeds N with dgalib.sweep. Default: 1."):convert(args.int(0))
+    p:action(function(a)
+        if a.seed == nil and a.seeds == nil then a.seed = 1 end
+    end)
     p:option("--threads", "OpenBLAS threads."):convert(args.int(1))
     p:flag("--resume", "Continue runs that have a checkpoint in --out instead of restarting them.")
     p:flag("--no-plot", "Do not draw figures.")
@@ -186,7 +192,7 @@ end
 -- `extra` adds or overrides fields (store, specific, policy, budget, basis, ...).
 function M.run_config(a, preset, steps, name, extra)
     local cfg = {
-        name = name, run_dir = a.out .. "/" .. name, seed = a.seed,
+        name = name, run_dir = a.out .. "/" .. name, seed = a.seed or 1,
         steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
         checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
         model = {layers = preset.layers, width = preset.width, heads = preset.heads},
