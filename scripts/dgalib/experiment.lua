@@ -43,15 +43,18 @@ function M.corpus_subset(corpus, exclude, cache)
     return dir, names
 end
 
--- Builds (or reuses) a domain store; returns its directory. The cache key holds every option,
--- so changing one builds a new store.
+-- Builds (or reuses) a domain store of whole corpus domains; returns its directory. The cache
+-- key holds every option, so changing one builds a new store. The clustering is seeded by
+-- o.data_seed (default 1), never by the training seed: seed replicates share one store.
+-- A store that must leave documents out (held-out sets) comes from dgalib.splits instead.
 function M.store(o)
     local cache = o.cache or (runinfo.repo_root() .. "/runs/cache")
     runinfo.mkdir_p(cache)
     local levels = o.levels or {64}
+    local data_seed = o.data_seed or 1
     local key = key_of{"store", key_of(o.exclude or {"all"}), "L" .. key_of(levels),
                        "s" .. (o.seq_len or 129), "v" .. (o.vocab or 8192),
-                       "mb" .. (o.max_mb or 0), "seed" .. (o.seed or 1)}
+                       "mb" .. (o.max_mb or 0), "seed" .. data_seed}
     local dir = cache .. "/" .. key
     if runinfo.is_file(dir .. "/manifest.json") then
         if not o.quiet then io.stderr:write("using cached store " .. dir .. "\n") end
@@ -66,7 +69,7 @@ function M.store(o)
     local t0 = runinfo.now()
     dga.store_build{corpus = corpus, out = dir, levels = levels, seq_len = o.seq_len,
                     vocab = o.vocab, max_mb = o.max_mb, train_mb = o.train_mb,
-                    seed = o.seed, verbose = not o.quiet}
+                    seed = data_seed, verbose = not o.quiet}
     if not o.quiet then
         io.stderr:write(string.format("store built in %.1f s\n", runinfo.now() - t0))
     end
