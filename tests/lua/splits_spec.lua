@@ -304,7 +304,7 @@ describe("splits on the real corpus", function()
         raises_match(function()
             splits.check_docs_disjoint{heldout = {mmlu_b = rendered(mm:split("b", 1))},
                                        inputs = {mmlu_a = rendered(q.a), dev = rendered(q.dev)}}
-        end, "leak: held%-out 'mmlu_b' text %d+ is input '%w+' text %d+")
+        end, "leak: held%-out 'mmlu_b' text %d+ is input '[%w_]+' text %d+")
         local inputs = {store = splits.store_seqs(store),
                         mmlu_a = require("dgalib.experiment").text_seqs(tok, rendered(q.a, 300), L)}
         local heldout = {mmlu_b = require("dgalib.experiment").text_seqs(tok, rendered(q.b, 300), L),
