@@ -31,16 +31,37 @@
 -- Roles. A target domain's documents are `specific_heldout` (the first
 -- specific_heldout_docs of its shuffled order) or `specific_train` (the rest). Any other
 -- domain's are `basis` (the first basis_docs), `basis_heldout` (the next basis_heldout_docs),
--- `generic_heldout` (the next generic_heldout_docs), `store` (the next ones, until max_mb MB of
--- text: the document that crosses the cap is the last) or `unused` (past the cap). Counts may be numbers or tables
--- {[domain] = n} (missing domains: 0).
+-- `generic_heldout` (the next generic_heldout_docs), `store` (the next ones, until max_mb MB
+-- of text: the document that crosses the cap is the last) or `unused` (past the cap). Counts
+-- may be numbers or tables {[domain] = n} (missing domains: 0).
 -- The order is a shuffle seeded by (data_seed, domain) alone, so a document's role depends on
 -- data_seed, the domain and the document, never on the training seed or on other domains.
 -- The store of a plan is built from exactly its `store` documents (a document filter in the
 -- core build: the others are read past, never tokenised, and the tokenizer never sees them);
 -- data_seed also seeds its clustering. Its cache key holds every option and a fingerprint of
 -- the document list.
--- MMLU is not planned here: its question-level splits (a, b, dev) are already disjoint.
+--
+-- Beyond the brief's API: the roles `basis_heldout` (a basis' held-out loss on documents its
+-- histogram did not use) and `unused`; the `domains` option; decontaminate (the corpus repeats
+-- text across documents: licence headers, boilerplate, so a few held-out rows match training
+-- rows although no document is shared); check_docs_disjoint and mmlu_splits for MMLU, whose
+-- documents are questions and whose rows share the prompt template.
+--
+-- Recipes (tests/lua/splits_spec.lua runs each on small real data):
+--   specific = a corpus domain (lowdata, quickstart): targets = {T}; specific train and
+--     held-out rows from plan:seqs(T, "specific_train" / "specific_heldout"); the IS histogram
+--     from the training rows (splits.histogram); generic held-out =
+--     plan:interleaved_seqs("generic_heldout", ...), given to the trainer as generic_heldout
+--     (it then holds nothing out of the store itself).
+--   distribution reweighting (mmlu_dist): no target; plan:basis_sets for the basis columns;
+--     splits.mmlu_splits for the specific (a) and evaluation (b) questions.
+--   a known mixture of store domains (recover): rows of documents outside the store, labelled
+--     with their store domain by splits.assign; training and held-out rows from different
+--     roles, so from different documents.
+--   Then, before training: decontaminate the held-out sets against the inputs (the store's
+--     sequences, the specific training rows, the texts histograms are computed from) and run
+--     check_disjoint on the result; MMLU_b questions against MMLU_a and dev with
+--     check_docs_disjoint, MMLU_b rows against the corpus inputs with check_disjoint.
 local runinfo = require "dgalib.runinfo"
 
 local M = {}
