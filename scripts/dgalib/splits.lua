@@ -385,8 +385,13 @@ function Plan:store(o)
                                       .. "(levels %s, seq_len %d, vocab %d)\n", dir, self.corpus,
                                       table.concat(levels, ","), o.seq_len or 129, o.vocab or 8192))
     end
+    -- Every document of every corpus domain: a plain build, as a store of the whole corpus is.
+    local whole = #self.targets == 0 and #self.domain_list == #require("dgalib.data").corpus_domains(self.corpus)
+    for _, d in ipairs(self.domain_list) do
+        whole = whole and #filter[d] == #self:_domain(d).texts
+    end
     local t0 = runinfo.now()
-    dga.store_build{corpus = self.corpus, out = dir, docs = filter, levels = levels,
+    dga.store_build{corpus = self.corpus, out = dir, docs = not whole and filter or nil, levels = levels,
                     seq_len = o.seq_len, vocab = o.vocab, train_mb = o.train_mb,
                     embedder = o.embedder, iters = o.iters, seed = self.data_seed,
                     verbose = not o.quiet}

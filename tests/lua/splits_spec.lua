@@ -163,6 +163,15 @@ describe("splits on a synthetic corpus", function()
         s:close()
     end)
 
+    it("builds the store of a plan that holds every document as the plain build does", function()
+        local dir = splits.plan{corpus = corpus, data_seed = 5}:store{levels = {2}, seq_len = 17, vocab = 300,
+                                                                      cache = cache, quiet = true}
+        local plain = cache .. "/plain"
+        dga.store_build{corpus = corpus, out = plain, levels = {2}, seq_len = 17, vocab = 300, seed = 5}
+        assert.are.same(splits.store_seqs(plain):totable(), splits.store_seqs(dir):totable())
+        assert.are.equal(h.read(plain .. "/manifest.json"), h.read(dir .. "/manifest.json"))
+    end)
+
     it("filters documents in the core build and rejects a bad filter", function()
         local out = cache .. "/filtered"
         local _, stats = dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 17, vocab = 300,
