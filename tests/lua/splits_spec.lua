@@ -186,7 +186,7 @@ describe("splits on a synthetic corpus", function()
         end, "filter source 'delta'")
         raises_match(function()
             dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 17, docs = {beta = {1, 51}}}
-        end, "names document 50, but the source has only 50 documents")
+        end, "names document index 50 %(0%-based%), but the source has only 50 documents")
         raises_match(function()
             dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 17, docs = {beta = {2, 2}}}
         end, "lists document 2 twice")
