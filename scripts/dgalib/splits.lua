@@ -18,6 +18,7 @@
 --   plan:store{levels = {64, 64}, seq_len =, vocab =, cache =, embedder =}  -> store directory
 --   plan:describe()              -- documents and bytes per domain and role (plain table)
 --   plan:summary()               -- the same as text
+--   plan:forget()                -- drops the texts it holds (roles stay); later texts are re-read
 --   splits.check_disjoint{heldout = {name = seqs_or_texts, ...},
 --                         inputs = {name = seqs_or_texts, ...}, tok =, seq_len =}
 --   splits.store_seqs(store_or_dir)  -- every sequence of a store, int32 [n, seq_len]
@@ -217,9 +218,32 @@ function Plan:_domain(domain)
             else take(i, "unused") end
         end
     end
-    st = {texts = texts, order = order, role = role, by_role = by_role}
+    local lens = {}
+    for i = 1, n do lens[i] = #texts[i] end
+    st = {texts = texts, lens = lens, order = order, role = role, by_role = by_role}
     self.by_domain[domain] = st
     return st
+end
+
+-- A domain's texts in reading order, read again if forget() dropped them.
+function Plan:_texts(domain)
+    local st = self:_domain(domain)
+    if not st.texts then
+        local texts = dga.read_texts(self.corpus .. "/" .. domain)
+        if #texts ~= #st.lens then
+            error(string.format("splits: %s now has %d documents, the plan was made with %d", domain,
+                                #texts, #st.lens), 3)
+        end
+        st.texts = texts
+    end
+    return st.texts
+end
+
+-- Drops the texts the plan holds (all the domains it has read: up to the whole corpus), keeping
+-- every role: call it once the sets are made, before training. Texts asked for later are read
+-- again.
+function Plan:forget()
+    for _, st in pairs(self.by_domain) do st.texts = nil end
 end
 
 local function check_role(r)
@@ -240,7 +264,8 @@ function Plan:texts(domain, r)
     check_role(r)
     local st = self:_domain(domain)
     local out = {}
-    for i, doc in ipairs(st.by_role[r]) do out[i] = st.texts[doc] end
+    local texts = self:_texts(domain)
+    for i, doc in ipairs(st.by_role[r]) do out[i] = texts[doc] end
     return out
 end
 
@@ -249,7 +274,7 @@ function Plan:role(domain, doc)
     local st = self:_domain(domain)
     local r = st.role[doc]
     if not r then
-        error(string.format("splits: %s has %d documents, no document %s", domain, #st.texts,
+        error(string.format("splits: %s has %d documents, no document %s", domain, #st.lens,
                             tostring(doc)), 2)
     end
     return r
@@ -309,7 +334,7 @@ function Plan:describe()
             local list = st.by_role[r]
             if #list > 0 then
                 local bytes = 0
-                for _, doc in ipairs(list) do bytes = bytes + #st.texts[doc] end
+                for _, doc in ipairs(list) do bytes = bytes + st.lens[doc] end
                 out.domains[d][r] = {docs = #list, bytes = bytes}
                 out.rows[#out.rows + 1] = {domain = d, role = r, docs = #list, bytes = bytes}
             end
@@ -349,7 +374,7 @@ function Plan:store_filter()
         local docs = {table.unpack(st.by_role.store)}
         table.sort(docs)
         filter[d] = docs
-        h = fnv1a(d .. ":" .. #st.texts .. ":", h)
+        h = fnv1a(d .. ":" .. #st.lens .. ":", h)
         for _, doc in ipairs(docs) do h = fnv1a(tostring(doc) .. ",", h) end
     end
     if next(filter) == nil then error("splits: the plan has no store domain (every domain is a target)", 2) end
@@ -388,7 +413,7 @@ function Plan:store(o)
     -- Every document of every corpus domain: a plain build, as a store of the whole corpus is.
     local whole = #self.targets == 0 and #self.domain_list == #require("dgalib.data").corpus_domains(self.corpus)
     for _, d in ipairs(self.domain_list) do
-        whole = whole and #filter[d] == #self:_domain(d).texts
+        whole = whole and #filter[d] == #self:_domain(d).lens
     end
     local t0 = runinfo.now()
     dga.store_build{corpus = self.corpus, out = dir, docs = not whole and filter or nil, levels = levels,
