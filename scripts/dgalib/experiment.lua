@@ -21,6 +21,7 @@ end
 
 -- A corpus directory holding only some domains (symlinks into the real corpus), so a store
 -- can be built without the specific domain: its text is then never in the generic pool.
+-- Superseded by dgalib.splits (a plan's store leaves out whole documents, targets included).
 function M.corpus_subset(corpus, exclude, cache)
     local data = require "dgalib.data"
     local skip = {}
@@ -44,15 +45,18 @@ function M.corpus_subset(corpus, exclude, cache)
     return dir, names
 end
 
--- Builds (or reuses) a domain store; returns its directory. The cache key holds every option,
--- so changing one builds a new store.
+-- Builds (or reuses) a domain store of whole corpus domains; returns its directory. The cache
+-- key holds every option, so changing one builds a new store. The clustering is seeded by
+-- o.data_seed (default 1), never by the training seed: seed replicates share one store.
+-- A store that must leave documents out (held-out sets) comes from dgalib.splits instead.
 function M.store(o)
     local cache = o.cache or (runinfo.repo_root() .. "/runs/cache")
     runinfo.mkdir_p(cache)
     local levels = o.levels or {64}
+    local data_seed = o.data_seed or 1
     local key = key_of{"store", key_of(o.exclude or {"all"}), "L" .. key_of(levels),
                        "s" .. (o.seq_len or 129), "v" .. (o.vocab or 8192),
-                       "mb" .. (o.max_mb or 0), "seed" .. (o.seed or 1)}
+                       "mb" .. (o.max_mb or 0), "seed" .. data_seed}
     local dir = cache .. "/" .. key
     if runinfo.is_file(dir .. "/manifest.json") then
         if not o.quiet then io.stderr:write("using cached store " .. dir .. "\n") end
@@ -67,7 +71,7 @@ function M.store(o)
     local t0 = runinfo.now()
     dga.store_build{corpus = corpus, out = dir, levels = levels, seq_len = o.seq_len,
                     vocab = o.vocab, max_mb = o.max_mb, train_mb = o.train_mb,
-                    seed = o.seed, verbose = not o.quiet}
+                    seed = data_seed, verbose = not o.quiet}
     if not o.quiet then
         io.stderr:write(string.format("store built in %.1f s\n", runinfo.now() - t0))
     end
@@ -95,7 +99,8 @@ function M.text_seqs(tok, texts, seq_len, max_seqs)
     return out
 end
 
--- The texts of one corpus domain (at most max_docs documents).
+-- The texts of one corpus domain (at most max_docs documents). For texts of a split, use
+-- dgalib.splits (plan:texts).
 function M.domain_texts(corpus, domain, max_docs)
     local texts = dga.read_texts(corpus .. "/" .. domain, max_docs)
     if #texts == 0 then error("corpus domain " .. domain .. " has no documents", 2) end
@@ -103,6 +108,8 @@ function M.domain_texts(corpus, domain, max_docs)
 end
 
 -- First rows as the training part, the last n_heldout rows as held-out (views).
+-- Deprecated: the two parts continue one another's documents. Split by document with
+-- dgalib.splits (specific_train / specific_heldout) instead; kept until no experiment uses it.
 function M.split(seqs, n_heldout)
     local n = seqs:shape()[1]
     if n < 2 then error("split: need at least 2 sequences", 2) end
