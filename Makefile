@@ -2,6 +2,7 @@
 #   make            release build: build/libdga.a, build/dga.so, ./dgalua
 #   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
 #   make bench      benchmarks (never part of the tests)
+#   make lint       luacheck over the Lua (.luacheckrc)
 #   make deps       install the Debian packages we need (apt-get)
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
 
@@ -19,8 +20,10 @@ SANITIZE := -fsanitize=address,undefined
 ifeq ($(SAN),1)
 OPT      := -O1 -g -fno-omit-frame-pointer $(SANITIZE) -fno-sanitize-recover=undefined
 endif
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Icore -Ibindings \
-            $(OPT) $(shell pkg-config --cflags $(PKGS))
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Icore \
+            $(OPT) $(shell pkg-config --cflags $(filter-out lua5.4,$(PKGS)))
+# core/ is compiled without the Lua and bindings include paths: the compiler keeps Lua out.
+BIND_CFLAGS := -Ibindings $(shell pkg-config --cflags lua5.4)
 LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -lm -lpthread
 LDFLAGS  += $(if $(filter 1,$(SAN)),$(SANITIZE))
 
@@ -38,9 +41,13 @@ EXE      := $(BUILD)/dgalua
 .PHONY: all deps tests-bin test test-release bench fuzz data clean
 all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/core/%.o: core/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/bindings/%.o: bindings/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BIND_CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(CORE_OBJ)
 	@rm -f $@
@@ -82,6 +89,11 @@ bench: all $(BENCHES)
 
 fuzz:
 	@fuzz/run
+
+# Lua lint, configured in .luacheckrc: the scripts, experiments, tests and benchmarks.
+.PHONY: lint
+lint:
+	@luacheck -q scripts experiments tests bench
 
 data:
 	@scripts/make_data.sh

@@ -29,19 +29,19 @@ static int bench_threads(int threads, int rounds)
     const int T = cfg.n_ctx, V = cfg.vocab_size;
     const size_t per = (size_t)BATCH * T;
     int rc = 1;
-    dga_gpt *m = NULL;
+    dga_model *m = NULL;
     dga_align_ws *ws = NULL;
     int32_t *tok = malloc((K + 1) * per * 2 * sizeof *tok);
     double *times = malloc((size_t)rounds * sizeof *times), *cpus = malloc((size_t)rounds * sizeof *cpus);
     if (!tok || !times || !cpus) goto out;
     if (dga_gpt_create(&cfg, BATCH, &m) != DGA_OK ||
-        dga_align_ws_create(dga_gpt_num_params(m), &ws) != DGA_OK) {
+        dga_align_ws_create(dga_model_num_params(m), &ws) != DGA_OK) {
         fprintf(stderr, "bench_align: %s\n", dga_last_error());
         goto out;
     }
     dga_rng rng;
     dga_rng_seed(&rng, 0);
-    dga_gpt_init_weights(m, &rng);
+    dga_model_init_weights(m, &rng);
     for (size_t i = 0; i < (K + 1) * per * 2; i++) tok[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
     dga_batch target = {tok, tok + per, BATCH, T}, dom[K];
     for (int i = 0; i < K; i++) dom[i] = (dga_batch){tok + (2 * i + 2) * per, tok + (2 * i + 3) * per, BATCH, T};
@@ -50,7 +50,7 @@ static int bench_threads(int threads, int rounds)
     double a_exact[K] = {0}, amax = 0;
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
         double a[K], l[K], gn[K];
-        dga_align_result res = {.align = a, .loss = l, .grad_norm = gn};
+        dga_align_result res = {.dot = a, .loss = l, .grad_norm = gn};
         dga_align_opts o = {.method = methods[mi]};
         for (int r = 0; r <= rounds; r++) {
             double t0 = bench_now(), c0 = bench_cpu_now();
@@ -90,7 +90,7 @@ static int bench_threads(int threads, int rounds)
     rc = 0;
 out:
     dga_align_ws_free(ws);
-    dga_gpt_free(m);
+    dga_model_free(m);
     free(tok), free(times), free(cpus);
     return rc;
 }

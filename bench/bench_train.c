@@ -80,7 +80,7 @@ typedef struct {
 static int bench_config(const bench_cfg *bc, int threads, double peak)
 {
     const int B = bc->B, T = bc->cfg.n_ctx, V = bc->cfg.vocab_size;
-    dga_gpt *m = NULL;
+    dga_model *m = NULL;
     dga_adamw *opt = NULL;
     int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
     double *times = malloc((size_t)bc->steps * sizeof *times);
@@ -94,13 +94,13 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
     }
     dga_rng rng;
     dga_rng_seed(&rng, 0);
-    dga_gpt_init_weights(m, &rng);
-    size_t n = dga_gpt_num_params(m);
-    int nt = dga_gpt_num_tensors(m), nr = 0;
+    dga_model_init_weights(m, &rng);
+    size_t n = dga_model_num_params(m);
+    int nt = dga_model_num_tensors(m), nr = 0;
     ranges = malloc((size_t)nt * sizeof *ranges);
     if (!ranges) goto out;
     for (int i = 0; i < nt; i++) {
-        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+        const dga_tensor_info *t = dga_model_tensor(m, i);
         if (!t->is_matrix) continue;
         ranges[nr][0] = t->offset;
         ranges[nr][1] = t->offset + t->numel;
@@ -118,14 +118,14 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             tg[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
         }
         double t0 = bench_now(), c0 = bench_cpu_now();
-        dga_gpt_zero_grad(m);
-        if (dga_gpt_forward(m, in, tg, B, T, &loss) != DGA_OK ||
-            dga_gpt_backward(m) != DGA_OK) {
+        dga_model_zero_grad(m);
+        if (dga_model_forward(m, in, tg, B, T, &loss) != DGA_OK ||
+            dga_model_backward(m) != DGA_OK) {
             fprintf(stderr, "bench_train: %s\n", dga_last_error());
             goto out;
         }
-        dga_grad_clip(dga_gpt_grads(m), n, 1.0);
-        if (dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), 1e-3f) != DGA_OK) {
+        dga_grad_clip(dga_model_grads(m), n, 1.0);
+        if (dga_adamw_step(opt, dga_model_params(m), dga_model_grads(m), 1e-3f) != DGA_OK) {
             fprintf(stderr, "bench_train: %s\n", dga_last_error());
             goto out;
         }
@@ -158,7 +158,7 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
     rc = 0;
 out:
     dga_adamw_free(opt);
-    dga_gpt_free(m);
+    dga_model_free(m);
     free(ranges), free(in), free(tg), free(times), free(cpus);
     return rc;
 }

@@ -42,6 +42,26 @@ void *dgal_scratch(lua_State *L, size_t bytes);
  * ignored would change an experiment. */
 void dgal_check_keys(lua_State *L, int idx, const char *const *allowed, const char *what);
 
+/* ---- option tables ----
+ * Field `name` of the options table at argument `arg`; def when the table (none or nil) or
+ * the field is absent. A bad value raises one message for every function:
+ *   bad argument #3 to 'fn' (option 'name' must be an integer in [1, 64], got 0.5)
+ * A string stays valid while the table holds it. */
+#define DGAL_LO_OPEN 1   /* dgal_opt_num: lo itself is excluded */
+#define DGAL_HI_OPEN 2   /* ... hi itself is excluded */
+lua_Integer dgal_opt_int(lua_State *L, int arg, const char *name, lua_Integer def,
+                         lua_Integer lo, lua_Integer hi);
+/* The same for a field that must be present. */
+lua_Integer dgal_need_int(lua_State *L, int arg, const char *name, lua_Integer lo,
+                          lua_Integer hi);
+/* A finite number in [lo, hi] (bounds excluded per `open`; -HUGE_VAL/HUGE_VAL: unbounded). */
+double      dgal_opt_num(lua_State *L, int arg, const char *name, double def, double lo,
+                         double hi, int open);
+/* A string, one of choices (NULL-terminated) unless choices is NULL. */
+const char *dgal_opt_str(lua_State *L, int arg, const char *name, const char *def,
+                         const char *const *choices);
+int         dgal_opt_bool(lua_State *L, int arg, const char *name, int def);
+
 /* ---- userdata that own one C object ----
  * The userdata is a dgal_box whose pointer is NULL until the object is made and again once it
  * is closed; the release metamethod (both __gc and __close) is then one line:
@@ -68,19 +88,27 @@ void        dgal_push_tensor(lua_State *L, dga_tensor *t);
  * nested for 2-D, converted to `dtype`. Caller must dga_tensor_release() the result.
  * On a bad argument raises a Lua error naming argument idx. */
 dga_tensor *dgal_to_tensor(lua_State *L, int idx, dga_dtype dtype);
+/* The same for a value that is not itself an argument (an entry of a table argument, a
+ * returned value): errors name argument `arg` and start with `what` ("batches[2] inputs"),
+ * so they never cite a stack slot as an argument number. arg 0: a plain error (no argument
+ * to name, e.g. inside a protected call). */
+dga_tensor *dgal_to_tensor_at(lua_State *L, int idx, dga_dtype dtype, int arg,
+                              const char *what);
 
 /* ---- objects other binding files need (defined by their owners) ---- */
-struct dga_gpt;
+struct dga_model;
 struct dga_adamw;
 #define DGAL_MODEL "dga.gpt"
 #define DGAL_ADAMW "dga.adamw"
 #define DGAL_RNG "dga.rng"
-struct dga_gpt   *dgal_check_model(lua_State *L, int idx);   /* l_model.c */
+struct dga_model   *dgal_check_model(lua_State *L, int idx);   /* l_model.c */
 struct dga_adamw *dgal_check_adamw(lua_State *L, int idx);   /* l_optim.c */
+/* l_optim.c: the optimizer at idx, or NULL if idx is not a dga.adamw or it was closed. */
+struct dga_adamw *dgal_test_adamw(lua_State *L, int idx);
 /* l_model.c: pushes a new dga.gpt userdata that takes ownership of m (freed by its __gc). */
-void              dgal_push_model(lua_State *L, struct dga_gpt *m);
+void              dgal_push_model(lua_State *L, struct dga_model *m);
 /* l_model.c: the model at idx, or NULL if idx is not a dga.gpt or it was closed (no error). */
-struct dga_gpt   *dgal_test_model(lua_State *L, int idx);
+struct dga_model   *dgal_test_model(lua_State *L, int idx);
 /* l_model.c: pushes {layers, width, heads, context, vocab, batch} (m:config()'s table). */
 void              dgal_push_gpt_config(lua_State *L, const dga_gpt_config *c, int batch);
 #include "rng.h"
@@ -96,6 +124,7 @@ void dgal_open_text(lua_State *L);        /* tokenizer, jsonl, shards */
 void dgal_open_store(lua_State *L);       /* embeddings, k-means, domain store, npy, IS */
 void dgal_open_mmlu(lua_State *L);        /* MMLU reading, rendering, scoring */
 void dgal_open_mix(lua_State *L);         /* sampler, alignment, evaluation */
+void dgal_open_lock(lua_State *L);        /* dga.lock: one owner per directory */
 
 int luaopen_dga(lua_State *L);
 

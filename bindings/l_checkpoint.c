@@ -18,6 +18,25 @@
 static const char *const save_keys[] = {"model", "optimizer", "tensors", "blobs", "meta", NULL};
 static const char *const load_keys[] = {"model", "optimizer", NULL};
 
+/* Option values are not arguments: their errors name the options table, argument arg. */
+static dga_model *option_model(lua_State *L, int idx, int arg)
+{
+    dga_model *m = dgal_test_model(L, idx);
+    if (!m)
+        luaL_argerror(L, arg, lua_pushfstring(L, "option 'model' must be an open dga.gpt, got %s",
+                                              luaL_typename(L, idx)));
+    return m;
+}
+
+static dga_adamw *option_adamw(lua_State *L, int idx, int arg)
+{
+    dga_adamw *o = dgal_test_adamw(L, idx);
+    if (!o)
+        luaL_argerror(L, arg, lua_pushfstring(L, "option 'optimizer' must be an open "
+                                              "dga.adamw, got %s", luaL_typename(L, idx)));
+    return o;
+}
+
 /* The model of option table idx: field "model", else the optimizer's own model (pushed on
  * the stack either way, or nil). */
 static void push_model_option(lua_State *L, int idx)
@@ -27,7 +46,7 @@ static void push_model_option(lua_State *L, int idx)
     lua_pop(L, 1);
     lua_getfield(L, idx, "optimizer");
     if (lua_isnil(L, -1)) return;
-    dgal_check_adamw(L, -1);
+    option_adamw(L, -1, idx);
     lua_getfield(L, -1, "model");     /* opt:model() */
     lua_insert(L, -2);
     lua_call(L, 1, 1);
@@ -54,9 +73,9 @@ static int l_save(lua_State *L)
     if (lua_isnil(L, 3))
         return luaL_error(L, "bad argument #2 to 'save_checkpoint' (no model: give model= "
                           "or optimizer=)");
-    dga_gpt *model = dgal_check_model(L, 3);
+    dga_model *model = option_model(L, 3, 2);
     lua_getfield(L, 2, "optimizer");                           /* 4 */
-    dga_adamw *opt = lua_isnil(L, 4) ? NULL : dgal_check_adamw(L, 4);
+    dga_adamw *opt = lua_isnil(L, 4) ? NULL : option_adamw(L, 4, 2);
     lua_getfield(L, 2, "tensors");                             /* 5 */
     lua_getfield(L, 2, "blobs");                               /* 6 */
     lua_getfield(L, 2, "meta");                                /* 7 */
@@ -80,8 +99,9 @@ static int l_save(lua_State *L)
                               "names)");
         const char *key = lua_tostring(L, -2);
         dga_tensor **box = luaL_testudata(L, -1, DGAL_TENSOR);
-        dga_tensor *t = dgal_to_tensor(L, lua_gettop(L),
-                                       box && *box ? (*box)->dtype : DGA_F32);
+        char what[96];
+        snprintf(what, sizeof what, "tensors.%s", key);
+        dga_tensor *t = dgal_to_tensor_at(L, -1, box && *box ? (*box)->dtype : DGA_F32, 2, what);
         dgal_push_tensor(L, t);
         lua_rawseti(L, anchor, slot++);
         e[k].name = lua_pushfstring(L, "extra.%s", key);
@@ -188,8 +208,8 @@ static int l_load(lua_State *L)
 
     if (has_opts) push_model_option(L, 2); else lua_pushnil(L);       /* 4 */
     if (has_opts) lua_getfield(L, 2, "optimizer"); else lua_pushnil(L); /* 5 */
-    dga_adamw *opt = lua_isnil(L, 5) ? NULL : dgal_check_adamw(L, 5);
-    dga_gpt *model;
+    dga_adamw *opt = lua_isnil(L, 5) ? NULL : option_adamw(L, 5, 2);
+    dga_model *model;
     if (lua_isnil(L, 4)) {   /* no model given: a new one, shaped as the file says */
         dgal_box *mbox = dgal_box_new(L, DGAL_MODEL, 0);   /* closed until the model exists */
         lua_replace(L, 4);
@@ -197,7 +217,7 @@ static int l_load(lua_State *L)
         DGAL_CHECK(L, dga_gpt_create(dga_checkpoint_config(ck), dga_checkpoint_max_batch(ck), &model));
         mbox->p = model;
     } else {
-        model = dgal_check_model(L, 4);
+        model = option_model(L, 4, 2);
     }
     lua_settop(L, 5);
     /* Checked before touching the model: a missing optimizer state or a config mismatch (both

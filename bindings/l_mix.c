@@ -23,13 +23,16 @@
  *                               using smp's probe generator and budgets
  *   P:column(j) P:k() P:n() P:nnz()
  *
- *   dga.align(model, t_inputs, t_targets, batches, {normalize="none"|"cosine"|"mean_norm",
- *             lr=nil, method="exact"|"fd"|"jvp", fd_eps=1e-3}) -> {align=, loss=, grad_norm=,
- *             dot= (float32 k), target_norm=, target_loss=, normalize=, method=, lr=, k=}
+ *   dga.align(model, t_inputs, t_targets, batches, {method="exact"|"fd"|"jvp", fd_eps=1e-3})
+ *             -> {align=, dot=, loss=, grad_norm= (float32 k), target_norm=, target_loss=,
+ *             method=, k=}
+ *     align and dot are both the raw inner products <g_i, g_t>: normalising them (cosine, by
+ *     the mean norm, by the learning rate) is the policy's business, from dot, grad_norm and
+ *     target_norm.
  *     method "fd": central differences along the target gradient, forward passes only
- *     (core/align.h); grad_norm is NaN then and only normalize = "none" is allowed.
+ *     (core/align.h); grad_norm is NaN then.
  *     method "jvp": the same derivative by forward-mode differentiation, exact to rounding;
- *     grad_norm NaN and normalize = "none" as for "fd".
+ *     grad_norm NaN as for "fd".
  *     batches: list of {inputs, targets} (or {inputs=, targets=}); B x T int32 each.
  *     Clobbers the model's gradients (call between optimizer steps). One workspace per
  *     model, cached (weakly) so repeated rounds allocate nothing.
@@ -61,24 +64,27 @@ static void check_opts(lua_State *L, int idx, const char *const *allowed)
 
 /* n non-negative integer counts from a tensor (float32 or int32) or a table of numbers, into
  * a scratch array left on the stack. */
-static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
+static int64_t *read_counts(lua_State *L, int idx, int arg, const char *what, int64_t *n)
 {
     idx = lua_absindex(L, idx);
     dga_tensor **box = luaL_testudata(L, idx, DGAL_TENSOR);
     if (box) {
-        dga_tensor *t = dgal_check_tensor(L, idx);
+        dga_tensor *t = *box;
+        if (!t) luaL_argerror(L, arg, lua_pushfstring(L, "%s: attempt to use a closed dga.tensor", what));
         *n = t->numel;
         int64_t *out = dgal_scratch(L, (size_t)t->numel * sizeof *out);
         for (int64_t i = 0; i < t->numel; i++) {
             double v = t->dtype == DGA_F32 ? (double)dga_tensor_f32(t)[i] : (double)dga_tensor_i32(t)[i];
             if (!(v >= 0) || v != floor(v) || v > 9.0e15)
-                luaL_argerror(L, idx, lua_pushfstring(L, "%s[%I] = %f, expected an integer >= 0", what,
+                luaL_argerror(L, arg, lua_pushfstring(L, "%s[%I] = %f, expected an integer >= 0", what,
                                                       (lua_Integer)i + 1, v));
             out[i] = (int64_t)v;
         }
         return out;
     }
-    if (!lua_istable(L, idx)) luaL_typeerror(L, idx, "dga.tensor or table of counts");
+    if (!lua_istable(L, idx))
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s is a %s, expected a dga.tensor or table of "
+                                              "counts", what, luaL_typename(L, idx)));
     *n = (int64_t)luaL_len(L, idx);
     int64_t *out = dgal_scratch(L, (size_t)*n * sizeof *out);
     for (int64_t i = 0; i < *n; i++) {
@@ -86,7 +92,7 @@ static int64_t *read_counts(lua_State *L, int idx, const char *what, int64_t *n)
         int isnum;
         lua_Number v = lua_tonumberx(L, -1, &isnum);
         if (!isnum || !(v >= 0) || v != floor(v) || v > 9.0e15)
-            luaL_argerror(L, idx, lua_pushfstring(L, "%s[%I] is %s, expected an integer >= 0", what,
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%I] is %s, expected an integer >= 0", what,
                                                   (lua_Integer)i + 1, luaL_tolstring(L, -1, NULL)));
         out[i] = (int64_t)v;
         lua_pop(L, 1);
@@ -155,24 +161,13 @@ static int l_sampler(lua_State *L)
     lua_settop(L, 2);
     check_opts(L, 2, sampler_keys);
     int64_t k;
-    int64_t *sizes = read_counts(L, 1, "sizes", &k);   /* stack 3 */
+    int64_t *sizes = read_counts(L, 1, 1, "sizes", &k);   /* stack 3 */
     if (k < 1) luaL_argerror(L, 1, "sizes is empty, expected one entry per domain");
     lua_Integer seed = 0, cap = 0;
     int64_t *budget = NULL;
     if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "seed");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isinteger(L, -1)) luaL_argerror(L, 2, "seed must be an integer");
-            seed = lua_tointeger(L, -1);
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 2, "epoch_cap");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-                luaL_argerror(L, 2, "epoch_cap must be an integer >= 0 (0: no cap)");
-            cap = lua_tointeger(L, -1);
-        }
-        lua_pop(L, 1);
+        seed = dgal_opt_int(L, 2, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+        cap = dgal_opt_int(L, 2, "epoch_cap", 0, 0, LUA_MAXINTEGER);
         lua_getfield(L, 2, "budget");   /* stack 4 */
         if (lua_type(L, -1) == LUA_TNUMBER) {
             lua_Number v = lua_tonumber(L, -1);
@@ -182,7 +177,7 @@ static int l_sampler(lua_State *L)
             for (int64_t i = 0; i < k; i++) budget[i] = (int64_t)v;
         } else if (!lua_isnil(L, -1)) {
             int64_t nb;
-            budget = read_counts(L, 4, "budget", &nb);
+            budget = read_counts(L, 4, 2, "budget", &nb);
             if (nb != k)
                 luaL_argerror(L, 2, lua_pushfstring(L, "budget has %I entries, expected one per domain (%I)",
                                                     (lua_Integer)nb, (lua_Integer)k));
@@ -369,7 +364,10 @@ static int l_basis(lua_State *L)
     lua_createtable(L, (int)n, 0);                                      /* stack 4 */
     for (lua_Integer j = 1; j <= n; j++) {
         lua_geti(L, 2, j);
-        dga_tensor *t = anchored_f32(L, lua_gettop(L));
+        char what[48];
+        snprintf(what, sizeof what, "columns[%lld]", (long long)j);
+        dga_tensor *t = dgal_to_tensor_at(L, -1, DGA_F32, 2, what);
+        dgal_push_tensor(L, t);
         if (t->numel != k)
             luaL_argerror(L, 2, lua_pushfstring(L, "column %I has %I entries, expected k = %I", j,
                                                 (lua_Integer)t->numel, k));
@@ -483,9 +481,13 @@ static dga_batch to_batch(lua_State *L, int in_idx, int tg_idx, int arg, const c
     tg_idx = lua_absindex(L, tg_idx);
     if (lua_isnoneornil(L, in_idx) || lua_isnoneornil(L, tg_idx))
         luaL_argerror(L, arg, lua_pushfstring(L, "%s needs inputs and targets", what));
-    dga_tensor *in = dgal_to_tensor(L, in_idx, DGA_I32);
+    char w[80];
+    snprintf(w, sizeof w, "%s inputs", what);
+    dga_tensor *in = dgal_to_tensor_at(L, in_idx, DGA_I32, arg, in_idx == arg ? NULL : w);
     dgal_push_tensor(L, in);
-    dga_tensor *tg = dgal_to_tensor(L, tg_idx, DGA_I32);
+    snprintf(w, sizeof w, "%s targets", what);
+    const int direct = in_idx == arg && tg_idx == arg + 1;   /* both are arguments */
+    dga_tensor *tg = dgal_to_tensor_at(L, tg_idx, DGA_I32, direct ? tg_idx : arg, direct ? NULL : w);
     dgal_push_tensor(L, tg);
     char a[64], b[64];
     if (in->ndim > 2 || tg->ndim != in->ndim || memcmp(in->shape, tg->shape, sizeof(int64_t) * in->ndim) != 0)
@@ -503,7 +505,8 @@ static dga_batch to_batch(lua_State *L, int in_idx, int tg_idx, int arg, const c
     return bt;
 }
 
-static const char *const align_keys[] = {"normalize", "lr", "method", "fd_eps", NULL};
+static const char *const align_keys[] = {"method", "fd_eps", NULL};
+static const char *const align_methods[] = {"exact", "fd", "jvp", NULL};
 
 static void set_vec_field(lua_State *L, const char *name, const double *v, int k)
 {
@@ -516,49 +519,16 @@ static void set_vec_field(lua_State *L, const char *name, const double *v, int k
 static int l_align(lua_State *L)
 {
     lua_settop(L, 5);
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     check_opts(L, 5, align_keys);
-    dga_align_opts o = {.normalize = DGA_ALIGN_NONE};
-    if (lua_istable(L, 5)) {
-        lua_getfield(L, 5, "normalize");
-        if (!lua_isnil(L, -1)) {
-            const char *name = lua_tostring(L, -1);
-            if (!name || dga_align_norm_parse(name, &o.normalize) != DGA_OK)
-                luaL_argerror(L, 5, "normalize must be \"none\", \"cosine\" or \"mean_norm\"");
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 5, "lr");
-        if (!lua_isnil(L, -1)) {
-            int isnum;
-            o.lr = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || !(o.lr >= 0) || !isfinite(o.lr))
-                luaL_argerror(L, 5, "lr must be a number >= 0 (omit it for no scaling)");
-            o.use_lr = 1;
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 5, "method");
-        if (!lua_isnil(L, -1)) {
-            const char *name = lua_tostring(L, -1);
-            if (!name || dga_align_method_parse(name, &o.method) != DGA_OK)
-                luaL_argerror(L, 5, "method must be \"exact\", \"fd\" or \"jvp\"");
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, 5, "fd_eps");
-        if (!lua_isnil(L, -1)) {
-            int isnum;
-            o.fd_eps = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || !(o.fd_eps > 0) || !isfinite(o.fd_eps))
-                luaL_argerror(L, 5, "fd_eps must be a number > 0");
-        }
-        lua_pop(L, 1);
-        if (o.method != DGA_ALIGN_EXACT && o.normalize != DGA_ALIGN_NONE)
-            luaL_argerror(L, 5, lua_pushfstring(L, "method = \"%s\" gives no per-domain gradient norms: use "
-                                                "normalize = \"none\"", dga_align_method_name(o.method)));
-    }
+    dga_align_opts o = {.method = DGA_ALIGN_EXACT};
+    DGAL_CHECK(L, dga_align_method_parse(dgal_opt_str(L, 5, "method", "exact", align_methods),
+                                         &o.method));
+    o.fd_eps = dgal_opt_num(L, 5, "fd_eps", 0, 0, HUGE_VAL, DGAL_LO_OPEN);
     luaL_checktype(L, 4, LUA_TTABLE);
     lua_Integer k = luaL_len(L, 4);
     luaL_argcheck(L, k >= 1 && k <= INT32_MAX, 4, "batches must be a non-empty list of {inputs, targets}");
-    dga_align_ws *ws = model_workspace(L, 1, dga_gpt_num_params(m));
+    dga_align_ws *ws = model_workspace(L, 1, dga_model_num_params(m));
     lua_pop(L, 1);   /* the workspace stays referenced by the registry table */
 
     dga_batch target = to_batch(L, 2, 3, 2, "target batch");
@@ -588,11 +558,11 @@ static int l_align(lua_State *L)
         lua_rawseti(L, anchors, 2 * i - 1);
         lua_settop(L, e - 1);
     }
-    double *res = dgal_scratch(L, (size_t)k * 4 * sizeof *res);
-    dga_align_result r = {.align = res, .dot = res + k, .loss = res + 2 * k, .grad_norm = res + 3 * k};
+    double *res = dgal_scratch(L, (size_t)k * 3 * sizeof *res);
+    dga_align_result r = {.dot = res, .loss = res + k, .grad_norm = res + 2 * k};
     DGAL_CHECK(L, dga_align(m, ws, &target, batches, (int)k, &o, &r));
-    lua_createtable(L, 0, 9);
-    set_vec_field(L, "align", r.align, (int)k);
+    lua_createtable(L, 0, 8);
+    set_vec_field(L, "align", r.dot, (int)k);
     set_vec_field(L, "dot", r.dot, (int)k);
     set_vec_field(L, "loss", r.loss, (int)k);
     set_vec_field(L, "grad_norm", r.grad_norm, (int)k);
@@ -600,14 +570,8 @@ static int l_align(lua_State *L)
     lua_setfield(L, -2, "target_norm");
     lua_pushnumber(L, r.target_loss);
     lua_setfield(L, -2, "target_loss");
-    lua_pushstring(L, dga_align_norm_name(o.normalize));
-    lua_setfield(L, -2, "normalize");
     lua_pushstring(L, dga_align_method_name(o.method));
     lua_setfield(L, -2, "method");
-    if (o.use_lr) {
-        lua_pushnumber(L, o.lr);
-        lua_setfield(L, -2, "lr");
-    }
     lua_pushinteger(L, k);
     lua_setfield(L, -2, "k");
     return 1;
@@ -617,13 +581,14 @@ static int l_align(lua_State *L)
 static int l_eval_loss(lua_State *L)
 {
     lua_settop(L, 4);
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     lua_Integer batch = luaL_optinteger(L, 4, 0);
-    luaL_argcheck(L, batch >= 0 && batch <= dga_gpt_max_batch(m), 4,
-                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch)", dga_gpt_max_batch(m)));
+    luaL_argcheck(L, batch >= 0 && batch <= dga_model_max_batch(m), 4,
+                  lua_pushfstring(L, "batch must be in [0, %d] (0: the model's max batch)", dga_model_max_batch(m)));
     dga_batch b = to_batch(L, 2, 3, 2, "eval_loss");
     double mean = 0;
-    DGAL_CHECK(L, dga_eval_mean_loss_xy(m, b.inputs, b.targets, (size_t)b.B, b.T, (int)batch, &mean));
+    DGAL_CHECK(L, dga_eval_mean_loss(m, b.inputs, b.targets, (size_t)b.T, (size_t)b.B, b.T, (int)batch,
+                                     &mean));
     lua_pushnumber(L, mean);
     return 1;
 }

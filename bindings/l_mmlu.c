@@ -225,9 +225,7 @@ static int l_mmlu_render(lua_State *L)
     dga_mmlu_question *shots = NULL;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        lua_getfield(L, 2, "with_answer");
-        with_answer = lua_toboolean(L, -1);
-        lua_pop(L, 1);
+        with_answer = dgal_opt_bool(L, 2, "with_answer", 0);
         lua_getfield(L, 2, "shots");
         if (!lua_isnil(L, -1)) shots = to_questions(L, 2, -1, "shots", &n_shots);
         if (n_shots > 64) luaL_argerror(L, 2, "shots: at most 64 examples");
@@ -255,7 +253,7 @@ static int encode_protected(lua_State *L)
     lua_pushvalue(L, 2);
     lua_call(L, 2, 1);
     if (lua_isnil(L, -1)) return luaL_error(L, "tokenizer:encode returned nil");
-    dga_tensor *t = dgal_to_tensor(L, -1, DGA_I32);
+    dga_tensor *t = dgal_to_tensor_at(L, -1, DGA_I32, 0, "tokenizer:encode's result");
     dgal_push_tensor(L, t);
     return 1;
 }
@@ -292,35 +290,20 @@ static dga_status lua_encode(void *ud, const char *text, size_t len, int32_t **i
     return st;
 }
 
-static int opt_int(lua_State *L, int opts, const char *field, int dflt)
-{
-    if (lua_isnoneornil(L, opts)) return dflt;
-    lua_getfield(L, opts, field);
-    int isnum;
-    lua_Integer v = lua_tointegerx(L, -1, &isnum);
-    int nil = lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (nil) return dflt;
-    if (!isnum || v < -1000000 || v > 1000000)
-        luaL_argerror(L, opts, lua_pushfstring(L, "option '%s' must be an integer", field));
-    return (int)v;
-}
-
 /* dga.mmlu_score(model, tok, questions, {shots=0, dev=list_or_mmlu, batch=max})
  *   -> {accuracy=, answer_loss=, n=, correct=, loglik=float32 [n x 4],
  *       by_subject={[subject]={n=, correct=, accuracy=}}} */
 static int l_mmlu_score(lua_State *L)
 {
     lua_settop(L, 4);
-    dga_gpt *model = dgal_check_model(L, 1);
+    dga_model *model = dgal_check_model(L, 1);
     if (lua_isnoneornil(L, 2)) luaL_argerror(L, 2, "tokenizer expected (an object with :encode)");
     size_t n, n_dev = 0;
     dga_mmlu_question *qs = to_questions(L, 3, 3, "questions", &n);   /* pushes a userdata */
     if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
-    int shots = opt_int(L, 4, "shots", 0);
-    int batch = opt_int(L, 4, "batch", 0);
+    int shots = (int)dgal_opt_int(L, 4, "shots", 0, 0, 64);
+    int batch = (int)dgal_opt_int(L, 4, "batch", 0, 0, dga_model_max_batch(model));
     const dga_mmlu_question *dev = NULL;
-    if (shots < 0 || shots > 64) luaL_argerror(L, 4, "option 'shots' must be in [0, 64]");
     if (shots > 0) {
         lua_getfield(L, 4, "dev");
         dgal_box *b = luaL_testudata(L, -1, DGAL_MMLU);
@@ -334,7 +317,7 @@ static int l_mmlu_score(lua_State *L)
                                 "when shots > 0");
         }
     }
-    int max = dga_gpt_max_batch(model);
+    int max = dga_model_max_batch(model);
     if (batch < 0 || batch > max)
         luaL_argerror(L, 4, lua_pushfstring(L, "option 'batch' must be in [1, %d] (the model's "
                                             "max batch), got %d", max, batch));
@@ -401,11 +384,11 @@ static int l_mmlu_score(lua_State *L)
 static int l_eval_loss_seqs(lua_State *L)
 {
     lua_settop(L, 3);   /* scratch values are anchored above the arguments */
-    dga_gpt *model = dgal_check_model(L, 1);
+    dga_model *model = dgal_check_model(L, 1);
     dga_tensor *seqs = dgal_to_tensor(L, 2, DGA_I32);
     dgal_push_tensor(L, seqs);   /* released by Lua, even on error */
     int batch = (int)luaL_optinteger(L, 3, 0);
-    int max = dga_gpt_max_batch(model);
+    int max = dga_model_max_batch(model);
     if (batch < 0 || batch > max)
         luaL_argerror(L, 3, lua_pushfstring(L, "batch must be in [1, %d] (the model's max "
                                             "batch), got %d", max, batch));
@@ -414,21 +397,18 @@ static int l_eval_loss_seqs(lua_State *L)
         luaL_argerror(L, 2, lua_pushfstring(L, "sequences must be a 2-D N x L int32 tensor, got %s",
                                             dga_tensor_describe(seqs, d, sizeof d)));
     }
-    int n_ctx = dga_gpt_get_config(model)->n_ctx;
+    int n_ctx = dga_model_context(model);
     if (seqs->shape[1] < 2 || seqs->shape[1] > n_ctx + 1)
         luaL_argerror(L, 2, lua_pushfstring(L, "sequence length %I outside [2, %d] (the model's "
                                             "context + 1)", (lua_Integer)seqs->shape[1], n_ctx + 1));
-    int V = dga_gpt_get_config(model)->vocab_size;
     const int32_t *s = dga_tensor_i32(seqs);
-    for (int64_t i = 0; i < seqs->numel; i++)
-        if (s[i] < 0 || s[i] >= V)
-            luaL_argerror(L, 2, lua_pushfstring(L, "token id %d at [%I,%I] outside vocabulary "
-                                                "[0, %d)", (int)s[i],
-                                                (lua_Integer)(i / seqs->shape[1] + 1),
-                                                (lua_Integer)(i % seqs->shape[1] + 1), V));
+    /* Token ids are checked here because a sequence's last token is only a target: the
+     * message then names its place in seqs, not in the shifted inputs. */
+    DGAL_CHECK(L, dga_model_check_ids(model, "eval_loss_seqs", s, (int)seqs->shape[0],
+                                      (int)seqs->shape[1], 0));
     double mean;
-    DGAL_CHECK(L, dga_eval_mean_loss(model, s, (size_t)seqs->shape[0], (int)seqs->shape[1], batch,
-                                     &mean));
+    DGAL_CHECK(L, dga_eval_mean_loss_seqs(model, s, (size_t)seqs->shape[0], (int)seqs->shape[1],
+                                          batch, &mean));
     lua_pushnumber(L, mean);
     return 1;
 }

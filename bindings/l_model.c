@@ -1,8 +1,8 @@
 /* dga.gpt: the GPT-2 model as a Lua object, and dga.set_threads / dga.get_threads.
  *
  * Token batches arrive as B x T int32 tensors or nested Lua tables (a 1-D one is a single
- * sequence). Every shape and token id is checked here, before the core sees it, so an error
- * names the argument and the position in Lua's 1-based terms.
+ * sequence). Shapes are checked here, so an error names the argument; token ids are checked
+ * by the core (dga_model_check_ids), whose message names the id and its 1-based position.
  *
  * Scratch memory (converted batches, generation buffers) lives in Lua userdata on the stack,
  * so any Lua error raised half-way frees it. */
@@ -15,26 +15,27 @@
 #include "dgal.h"
 #include "adamw.h"
 #include "gpt.h"
+#include "model.h"
 
-dga_gpt *dgal_check_model(lua_State *L, int idx)
+dga_model *dgal_check_model(lua_State *L, int idx)
 {
     return dgal_box_check(L, idx, DGAL_MODEL);
 }
 
-dga_gpt *dgal_test_model(lua_State *L, int idx)
+dga_model *dgal_test_model(lua_State *L, int idx)
 {
     dgal_box *b = luaL_testudata(L, idx, DGAL_MODEL);
     return b ? b->p : NULL;
 }
 
-void dgal_push_model(lua_State *L, dga_gpt *m)
+void dgal_push_model(lua_State *L, dga_model *m)
 {
     dgal_box_new(L, DGAL_MODEL, 0)->p = m;
 }
 
 static int m_release(lua_State *L)
 {
-    dga_gpt_free(dgal_box_take(L, 1, DGAL_MODEL));
+    dga_model_free(dgal_box_take(L, 1, DGAL_MODEL));
     return 0;
 }
 
@@ -47,62 +48,21 @@ static void format_count(char *buf, size_t size, size_t n)
 
 static int m_tostring(lua_State *L)
 {
-    dga_gpt *m = dgal_box_get(L, 1, DGAL_MODEL);
+    dga_model *m = dgal_box_get(L, 1, DGAL_MODEL);
     if (!m) {
         lua_pushliteral(L, "dga.gpt (closed)");
         return 1;
     }
     const dga_gpt_config *c = dga_gpt_get_config(m);
     char n[32];
-    format_count(n, sizeof n, dga_gpt_num_params(m));
-    lua_pushfstring(L, "dga.gpt(L=%d, C=%d, h=%d, T=%d, V=%d; %s params)", c->n_layer,
-                    c->n_embd, c->n_head, c->n_ctx, c->vocab_size, n);
+    format_count(n, sizeof n, dga_model_num_params(m));
+    if (!c)
+        lua_pushfstring(L, "dga.model(%s, T=%d, V=%d; %s params)", dga_model_arch(m),
+                        dga_model_context(m), dga_model_vocab(m), n);
+    else
+        lua_pushfstring(L, "dga.gpt(L=%d, C=%d, h=%d, T=%d, V=%d; %s params)", c->n_layer,
+                        c->n_embd, c->n_head, c->n_ctx, c->vocab_size, n);
     return 1;
-}
-
-/* ------------------------------------------------------------------ option tables */
-
-/* Integer field `name` of the table at idx, in [lo, hi]; `def` when absent unless required. */
-static lua_Integer int_field(lua_State *L, int idx, const char *name, lua_Integer def,
-                             int required, lua_Integer lo, lua_Integer hi)
-{
-    int t = lua_getfield(L, idx, name);
-    lua_Integer v = def;
-    if (t == LUA_TNIL) {
-        if (required)
-            luaL_argerror(L, idx, lua_pushfstring(L, "missing field '%s' (an integer >= %I)", name,
-                                                  lo));
-    } else {
-        int isint;
-        v = lua_tointegerx(L, -1, &isint);
-        if (!isint || t != LUA_TNUMBER)
-            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' must be an integer, got %s",
-                                                  name, t == LUA_TNUMBER ? "a non-integer number"
-                                                  : luaL_typename(L, -1)));
-        if (v < lo || v > hi)
-            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' is %I, expected %I..%I", name, v,
-                                                  lo, hi));
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static double num_field(lua_State *L, int idx, const char *name, double def, double lo,
-                        double hi)
-{
-    int t = lua_getfield(L, idx, name);
-    double v = def;
-    if (t != LUA_TNIL) {
-        if (t != LUA_TNUMBER)
-            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' must be a number, got %s", name,
-                                                  luaL_typename(L, -1)));
-        v = lua_tonumber(L, -1);
-        if (!(v >= lo && v <= hi))
-            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' is %f, expected %f..%f", name, v,
-                                                  lo, hi));
-    }
-    lua_pop(L, 1);
-    return v;
 }
 
 /* ------------------------------------------------------------------ token batches */
@@ -149,36 +109,17 @@ static token_batch to_batch(lua_State *L, int idx, const char *what, int max_b, 
     return b;
 }
 
-/* Checks every id in [0, V) (or == DGA_IGNORE when allow_ignore), naming the position. */
-static void check_ids(lua_State *L, int idx, const token_batch *b, int V, int allow_ignore,
-                      const char *what)
-{
-    const int32_t *x = dga_tensor_i32(b->t);
-    size_t n = (size_t)b->B * (size_t)b->T;
-    for (size_t i = 0; i < n; i++) {
-        int32_t v = x[i];
-        if ((v >= 0 && v < V) || (allow_ignore && v == DGA_IGNORE)) continue;
-        int row = (int)(i / (size_t)b->T) + 1, col = (int)(i % (size_t)b->T) + 1;
-        luaL_argerror(L, idx, lua_pushfstring(L, "%s %d at [%d,%d] outside vocabulary [0, %d)%s",
-                                              what, (int)v, row, col, V,
-                                              allow_ignore ? " (-1 marks an ignored target)" : ""));
-    }
-}
-
-/* Inputs at idx and targets at idx+1, both checked against the model. */
-static void to_pair(lua_State *L, dga_gpt *m, int idx, int max_b, token_batch *in,
+/* Inputs at idx and targets at idx+1, shapes checked against the model. */
+static void to_pair(lua_State *L, dga_model *m, int idx, int max_b, token_batch *in,
                     token_batch *tg)
 {
-    const dga_gpt_config *c = dga_gpt_get_config(m);
     luaL_checkany(L, idx + 1);
-    *in = to_batch(L, idx, "inputs", max_b, c->n_ctx);
-    *tg = to_batch(L, idx + 1, "targets", max_b, c->n_ctx);
+    *in = to_batch(L, idx, "inputs", max_b, dga_model_context(m));
+    *tg = to_batch(L, idx + 1, "targets", max_b, dga_model_context(m));
     if (in->B != tg->B || in->T != tg->T)
         luaL_argerror(L, idx + 1, lua_pushfstring(L, "targets are %d x %d, inputs %d x %d "
                                                   "(shapes must match)", tg->B, tg->T, in->B,
                                                   in->T));
-    check_ids(L, idx, in, c->vocab_size, 0, "token id");
-    check_ids(L, idx + 1, tg, c->vocab_size, 1, "target id");
 }
 
 /* ------------------------------------------------------------------ construction */
@@ -186,12 +127,12 @@ static void to_pair(lua_State *L, dga_gpt *m, int idx, int max_b, token_batch *i
 static const char *const gpt_keys[] = {"layers", "width", "heads", "context", "vocab",
                                        "batch",  "seed",  NULL};
 
-static void init_model(dga_gpt *m, lua_Integer seed)
+static void init_model(dga_model *m, lua_Integer seed)
 {
     dga_rng rng;
     dga_rng_seed(&rng, (uint64_t)seed);
-    dga_gpt_init_weights(m, &rng);
-    dga_gpt_zero_grad(m);
+    dga_model_init_weights(m, &rng);
+    dga_model_zero_grad(m);
 }
 
 /* dga.gpt{layers=, width=, heads=, context=, vocab=, batch=8, seed=0} */
@@ -200,17 +141,17 @@ static int l_gpt(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     dgal_check_keys(L, 1, gpt_keys, "field");
     dga_gpt_config cfg;
-    cfg.n_layer = (int)int_field(L, 1, "layers", 0, 1, 1, INT_MAX);
-    cfg.n_embd = (int)int_field(L, 1, "width", 0, 1, 1, INT_MAX);
-    cfg.n_head = (int)int_field(L, 1, "heads", 0, 1, 1, INT_MAX);
-    cfg.n_ctx = (int)int_field(L, 1, "context", 0, 1, 1, INT_MAX);
-    cfg.vocab_size = (int)int_field(L, 1, "vocab", 0, 1, 1, INT_MAX);
-    int batch = (int)int_field(L, 1, "batch", 8, 0, 1, INT_MAX);
-    lua_Integer seed = int_field(L, 1, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
+    cfg.n_layer = (int)dgal_need_int(L, 1, "layers", 1, INT_MAX);
+    cfg.n_embd = (int)dgal_need_int(L, 1, "width", 1, INT_MAX);
+    cfg.n_head = (int)dgal_need_int(L, 1, "heads", 1, INT_MAX);
+    cfg.n_ctx = (int)dgal_need_int(L, 1, "context", 1, INT_MAX);
+    cfg.vocab_size = (int)dgal_need_int(L, 1, "vocab", 1, INT_MAX);
+    int batch = (int)dgal_opt_int(L, 1, "batch", 8, 1, INT_MAX);
+    lua_Integer seed = dgal_opt_int(L, 1, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
     if (dga_gpt_config_check(&cfg) != DGA_OK) luaL_argerror(L, 1, dga_last_error());
 
     dgal_box *b = dgal_box_new(L, DGAL_MODEL, 0);
-    dga_gpt *m;
+    dga_model *m;
     DGAL_CHECK(L, dga_gpt_create(&cfg, batch, &m));
     b->p = m;
     init_model(m, seed);
@@ -238,55 +179,83 @@ void dgal_push_gpt_config(lua_State *L, const dga_gpt_config *c, int batch)
 
 static int m_config(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    dgal_push_gpt_config(L, dga_gpt_get_config(m), dga_gpt_max_batch(m));
+    dga_model *m = dgal_check_model(L, 1);
+    const dga_gpt_config *c = dga_gpt_get_config(m);
+    if (c) {
+        dgal_push_gpt_config(L, c, dga_model_max_batch(m));
+    } else {   /* what every architecture has */
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, dga_model_arch(m));
+        lua_setfield(L, -2, "arch");
+        lua_pushinteger(L, dga_model_context(m));
+        lua_setfield(L, -2, "context");
+        lua_pushinteger(L, dga_model_vocab(m));
+        lua_setfield(L, -2, "vocab");
+        lua_pushinteger(L, dga_model_max_batch(m));
+        lua_setfield(L, -2, "batch");
+    }
     return 1;
 }
 
 static int m_num_params(lua_State *L)
 {
-    lua_pushinteger(L, (lua_Integer)dga_gpt_num_params(dgal_check_model(L, 1)));
+    lua_pushinteger(L, (lua_Integer)dga_model_num_params(dgal_check_model(L, 1)));
     return 1;
 }
 
 static int m_forward(lua_State *L)
 {
     lua_settop(L, 3);   /* scratch values are anchored above the arguments */
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     token_batch in, tg;
-    to_pair(L, m, 2, dga_gpt_max_batch(m), &in, &tg);
+    to_pair(L, m, 2, dga_model_max_batch(m), &in, &tg);
     float loss = 0;
-    DGAL_CHECK(L, dga_gpt_forward(m, dga_tensor_i32(in.t), dga_tensor_i32(tg.t), in.B, in.T,
-                                  &loss));
+    DGAL_CHECK(L, dga_model_forward(m, dga_tensor_i32(in.t), dga_tensor_i32(tg.t), in.B, in.T,
+                                    &loss));
     lua_pushnumber(L, loss);
     return 1;
 }
 
 static int m_backward(lua_State *L)
 {
-    DGAL_CHECK(L, dga_gpt_backward(dgal_check_model(L, 1)));
+    DGAL_CHECK(L, dga_model_backward(dgal_check_model(L, 1)));
     return 0;
+}
+
+/* m:seq_losses() -> float32 [B]: the mean loss of each sequence of the last m:forward. */
+static int m_seq_losses(lua_State *L)
+{
+    dga_model *m = dgal_check_model(L, 1);
+    int B = 0;
+    const float *l = dga_model_seq_losses(m, &B);
+    if (!l) return luaL_error(L, "seq_losses: no forward pass yet (a failed forward clears it)");
+    int64_t shape = B;
+    dga_tensor *t = NULL;
+    DGAL_CHECK(L, dga_tensor_new(DGA_F32, 1, &shape, &t));
+    memcpy(t->data, l, (size_t)B * sizeof(float));
+    dgal_push_tensor(L, t);
+    return 1;
 }
 
 static int m_zero_grad(lua_State *L)
 {
-    dga_gpt_zero_grad(dgal_check_model(L, 1));
+    dga_model_zero_grad(dgal_check_model(L, 1));
     return 0;
 }
 
 static int m_grad_norm(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    lua_pushnumber(L, dga_vec_norm(dga_gpt_grads(m), dga_gpt_num_params(m)));
+    dga_model *m = dgal_check_model(L, 1);
+    lua_pushnumber(L, dga_vec_norm(dga_model_grads(m), dga_model_num_params(m)));
     return 1;
 }
 
 static int m_clip_grad(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     double max_norm = luaL_checknumber(L, 2);
     if (isnan(max_norm)) luaL_argerror(L, 2, "max_norm is NaN");
-    lua_pushnumber(L, dga_grad_clip(dga_gpt_grads(m), dga_gpt_num_params(m), max_norm));
+    lua_pushnumber(L, dga_grad_clip(dga_model_grads(m), dga_model_num_params(m), max_norm));
     return 1;
 }
 
@@ -301,16 +270,16 @@ static int push_copy(lua_State *L, const float *src, int ndim, const int64_t *sh
 
 static int m_params(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    int64_t n = (int64_t)dga_gpt_num_params(m);
-    return push_copy(L, dga_gpt_params(m), 1, &n);
+    dga_model *m = dgal_check_model(L, 1);
+    int64_t n = (int64_t)dga_model_num_params(m);
+    return push_copy(L, dga_model_params(m), 1, &n);
 }
 
 static int m_grads(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    int64_t n = (int64_t)dga_gpt_num_params(m);
-    return push_copy(L, dga_gpt_grads(m), 1, &n);
+    dga_model *m = dgal_check_model(L, 1);
+    int64_t n = (int64_t)dga_model_num_params(m);
+    return push_copy(L, dga_model_grads(m), 1, &n);
 }
 
 /* A float32 tensor from argument idx, anchored on the stack, with every value finite. */
@@ -335,20 +304,20 @@ static dga_tensor *to_values(lua_State *L, int idx)
 static int m_set_params(lua_State *L)
 {
     lua_settop(L, 2);   /* scratch values are anchored above the arguments */
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     dga_tensor *t = to_values(L, 2);
-    size_t n = dga_gpt_num_params(m);
+    size_t n = dga_model_num_params(m);
     if ((size_t)t->numel != n)
         luaL_argerror(L, 2, lua_pushfstring(L, "has %I values, the model has %I parameters",
                                             (lua_Integer)t->numel, (lua_Integer)n));
-    memcpy(dga_gpt_params(m), t->data, n * sizeof(float));
+    memcpy(dga_model_params(m), t->data, n * sizeof(float));
     return 0;
 }
 
-static const dga_tensor_info *check_name(lua_State *L, dga_gpt *m, int idx)
+static const dga_tensor_info *check_name(lua_State *L, dga_model *m, int idx)
 {
     const char *name = luaL_checkstring(L, idx);
-    const dga_tensor_info *info = dga_gpt_find_tensor(m, name);
+    const dga_tensor_info *info = dga_model_find_tensor(m, name);
     if (!info)
         luaL_argerror(L, idx, lua_pushfstring(L, "no tensor named '%s' (m:tensors() lists them)",
                                               name));
@@ -357,16 +326,16 @@ static const dga_tensor_info *check_name(lua_State *L, dga_gpt *m, int idx)
 
 static int m_get(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     const dga_tensor_info *info = check_name(L, m, 2);
     int64_t shape[2] = {info->shape[0], info->ndim > 1 ? info->shape[1] : 1};
-    return push_copy(L, dga_gpt_params(m) + info->offset, info->ndim, shape);
+    return push_copy(L, dga_model_params(m) + info->offset, info->ndim, shape);
 }
 
 static int m_set(lua_State *L)
 {
     lua_settop(L, 3);   /* scratch values are anchored above the arguments */
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     const dga_tensor_info *info = check_name(L, m, 2);
     dga_tensor *t = to_values(L, 3);
     int same = t->ndim == info->ndim;
@@ -379,17 +348,17 @@ static int m_set(lua_State *L)
         luaL_argerror(L, 3, lua_pushfstring(L, "'%s' is %s, got %s", info->name, want,
                                             dga_tensor_describe(t, got, sizeof got)));
     }
-    memcpy(dga_gpt_params(m) + info->offset, t->data, info->numel * sizeof(float));
+    memcpy(dga_model_params(m) + info->offset, t->data, info->numel * sizeof(float));
     return 0;
 }
 
 static int m_tensors(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    int n = dga_gpt_num_tensors(m);
+    dga_model *m = dgal_check_model(L, 1);
+    int n = dga_model_num_tensors(m);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
-        const dga_tensor_info *info = dga_gpt_tensor(m, i);
+        const dga_tensor_info *info = dga_model_tensor(m, i);
         lua_createtable(L, 0, 5);
         lua_pushstring(L, info->name);
         lua_setfield(L, -2, "name");
@@ -414,17 +383,17 @@ static int m_tensors(lua_State *L)
 static int m_eval(lua_State *L)
 {
     lua_settop(L, 3);   /* scratch values are anchored above the arguments */
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     token_batch in, tg;
     to_pair(L, m, 2, 0, &in, &tg);
     double *nll = dgal_scratch(L, (size_t)in.B * sizeof(double));
     int *cnt = dgal_scratch(L, (size_t)in.B * sizeof(int));
-    int max_b = dga_gpt_max_batch(m);
+    int max_b = dga_model_max_batch(m);
     for (int b0 = 0; b0 < in.B; b0 += max_b) {
         int nb = in.B - b0 < max_b ? in.B - b0 : max_b;
         size_t off = (size_t)b0 * (size_t)in.T;
-        DGAL_CHECK(L, dga_gpt_eval(m, dga_tensor_i32(in.t) + off, dga_tensor_i32(tg.t) + off, nb,
-                                   in.T, nll + b0, cnt + b0));
+        DGAL_CHECK(L, dga_model_eval(m, dga_tensor_i32(in.t) + off, dga_tensor_i32(tg.t) + off,
+                                     nb, in.T, nll + b0, cnt + b0));
     }
     int64_t shape = in.B;
     dga_tensor *seq_nll = NULL, *seq_count = NULL;
@@ -446,7 +415,7 @@ static int m_eval(lua_State *L)
 }
 
 /* A 1-D token sequence (tensor or table) of any length >= 1, anchored on the stack. */
-static token_batch to_sequence(lua_State *L, int idx, const char *what, int V)
+static token_batch to_sequence(lua_State *L, int idx, const char *what)
 {
     token_batch s = to_batch(L, idx, what, 1, INT_MAX);
     if (s.t->ndim != 1) {
@@ -454,24 +423,22 @@ static token_batch to_sequence(lua_State *L, int idx, const char *what, int V)
         luaL_argerror(L, idx, lua_pushfstring(L, "%s must be one sequence (1-D), got %s", what,
                                               dga_tensor_describe(s.t, d, sizeof d)));
     }
-    check_ids(L, idx, &s, V, 0, "token id");
     return s;
 }
 
 static int m_logits(lua_State *L)
 {
     lua_settop(L, 2);   /* scratch values are anchored above the arguments */
-    dga_gpt *m = dgal_check_model(L, 1);
-    const dga_gpt_config *c = dga_gpt_get_config(m);
-    token_batch s = to_sequence(L, 2, "tokens", c->vocab_size);
-    if (s.T > c->n_ctx)
+    dga_model *m = dgal_check_model(L, 1);
+    token_batch s = to_sequence(L, 2, "tokens");
+    if (s.T > dga_model_context(m))
         luaL_argerror(L, 2, lua_pushfstring(L, "tokens has %d positions, above the model's "
-                                            "context %d", s.T, c->n_ctx));
-    int64_t v = c->vocab_size;
+                                            "context %d", s.T, dga_model_context(m)));
+    int64_t v = dga_model_vocab(m);
     dga_tensor *out = NULL;
     DGAL_CHECK(L, dga_tensor_new(DGA_F32, 1, &v, &out));
     dgal_push_tensor(L, out);
-    DGAL_CHECK(L, dga_gpt_next_logits(m, dga_tensor_i32(s.t), s.T, dga_tensor_f32(out)));
+    DGAL_CHECK(L, dga_model_next_logits(m, dga_tensor_i32(s.t), s.T, dga_tensor_f32(out)));
     return 1;
 }
 
@@ -481,9 +448,8 @@ static const char *const gen_keys[] = {"temperature", "seed", NULL};
 static int m_generate(lua_State *L)
 {
     lua_settop(L, 4);   /* scratch values are anchored above the arguments */
-    dga_gpt *m = dgal_check_model(L, 1);
-    const dga_gpt_config *c = dga_gpt_get_config(m);
-    token_batch p = to_sequence(L, 2, "prompt", c->vocab_size);
+    dga_model *m = dgal_check_model(L, 1);
+    token_batch p = to_sequence(L, 2, "prompt");
     lua_Integer n_new = luaL_checkinteger(L, 3);
     luaL_argcheck(L, n_new >= 0 && n_new <= 1000000, 3, "expected 0..1000000 new tokens");
     double temperature = 0;
@@ -491,15 +457,15 @@ static int m_generate(lua_State *L)
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
         dgal_check_keys(L, 4, gen_keys, "field");
-        temperature = num_field(L, 4, "temperature", 0, 0, 1e6);
-        seed = int_field(L, 4, "seed", 0, 0, LUA_MININTEGER, LUA_MAXINTEGER);
+        temperature = dgal_opt_num(L, 4, "temperature", 0, 0, 1e6, 0);
+        seed = dgal_opt_int(L, 4, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
     dga_rng rng;
     dga_rng_seed(&rng, (uint64_t)seed);
     luaL_argcheck(L, n_new <= INT32_MAX && p.T <= INT32_MAX, 3, "too many tokens");
     int32_t *out = dgal_scratch(L, ((size_t)n_new + 1) * sizeof(int32_t));
-    DGAL_CHECK(L, dga_gpt_generate(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, temperature, &rng,
-                                   out));
+    DGAL_CHECK(L, dga_model_generate(m, dga_tensor_i32(p.t), (int)p.T, (int)n_new, temperature,
+                                     &rng, out));
     lua_createtable(L, (int)n_new, 0);
     for (lua_Integer i = 0; i < n_new; i++) {
         lua_pushinteger(L, out[i]);
@@ -510,19 +476,19 @@ static int m_generate(lua_State *L)
 
 static int m_init(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     init_model(m, luaL_optinteger(L, 2, 0));
     return 0;
 }
 
 static int m_flops_per_token(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
-    const dga_gpt_config *c = dga_gpt_get_config(m);
-    lua_Integer T = luaL_optinteger(L, 2, c->n_ctx);
-    luaL_argcheck(L, T >= 1 && T <= c->n_ctx, 2,
-                  lua_pushfstring(L, "sequence length must be 1..%d", c->n_ctx));
-    lua_pushnumber(L, dga_gpt_flops_per_token(c, (int)T));
+    dga_model *m = dgal_check_model(L, 1);
+    const int ctx = dga_model_context(m);
+    lua_Integer T = luaL_optinteger(L, 2, ctx);
+    luaL_argcheck(L, T >= 1 && T <= ctx, 2,
+                  lua_pushfstring(L, "sequence length must be 1..%d", ctx));
+    lua_pushnumber(L, dga_model_flops_per_token(m, (int)T));
     return 1;
 }
 
@@ -551,6 +517,7 @@ void dgal_open_model(lua_State *L)
         {"num_params", m_num_params},
         {"forward", m_forward},
         {"backward", m_backward},
+        {"seq_losses", m_seq_losses},
         {"zero_grad", m_zero_grad},
         {"grad_norm", m_grad_norm},
         {"clip_grad", m_clip_grad},

@@ -37,6 +37,12 @@ dga_adamw *dgal_check_adamw(lua_State *L, int idx)
     return b->opt;
 }
 
+dga_adamw *dgal_test_adamw(lua_State *L, int idx)
+{
+    adamw_box *b = luaL_testudata(L, idx, DGAL_ADAMW);
+    return b ? b->opt : NULL;
+}
+
 static int o_release(lua_State *L)
 {
     adamw_box *b = check_box(L, 1);
@@ -46,10 +52,10 @@ static int o_release(lua_State *L)
 }
 
 /* The optimizer's model (pushed on the stack); raises if it was closed meanwhile. */
-static dga_gpt *box_model(lua_State *L, int idx)
+static dga_model *box_model(lua_State *L, int idx)
 {
     lua_getiuservalue(L, idx, 1);
-    dga_gpt *m = dgal_test_model(L, -1);
+    dga_model *m = dgal_test_model(L, -1);
     if (!m) luaL_error(L, "the optimizer's dga.gpt was closed");
     return m;
 }
@@ -74,28 +80,6 @@ static int o_tostring(lua_State *L)
 
 /* ------------------------------------------------------------------ construction */
 
-static double opt_number(lua_State *L, int idx, const char *name, double def, double lo,
-                         double hi, int lo_open, int hi_open)
-{
-    int t = lua_getfield(L, idx, name);
-    double v = def;
-    if (t != LUA_TNIL) {
-        if (t != LUA_TNUMBER)
-            luaL_argerror(L, idx, lua_pushfstring(L, "field '%s' must be a number, got %s", name,
-                                                  luaL_typename(L, -1)));
-        v = lua_tonumber(L, -1);
-        int ok = isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-        if (!ok) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "field '%s' is %g, expected a value in %c%g, %g%c", name, v,
-                     lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
-            luaL_argerror(L, idx, lua_pushstring(L, msg));
-        }
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "decay",
                                          NULL};
 
@@ -103,34 +87,25 @@ static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_
  *                   decay="matrices"|"linear"|"all"|"none"}) */
 static int l_adamw(lua_State *L)
 {
-    dga_gpt *m = dgal_check_model(L, 1);
+    dga_model *m = dgal_check_model(L, 1);
     dga_adamw_config cfg = dga_adamw_defaults();
     int decay = DECAY_MATRICES;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         dgal_check_keys(L, 2, adamw_keys, "field");
-        cfg.lr = (float)opt_number(L, 2, "lr", cfg.lr, 0, 1e3, 0, 0);
-        cfg.beta1 = (float)opt_number(L, 2, "beta1", cfg.beta1, 0, 1, 0, 1);
-        cfg.beta2 = (float)opt_number(L, 2, "beta2", cfg.beta2, 0, 1, 0, 1);
-        cfg.eps = (float)opt_number(L, 2, "eps", cfg.eps, 0, 1, 1, 0);
-        cfg.weight_decay = (float)opt_number(L, 2, "weight_decay", cfg.weight_decay, 0, 1e3, 0, 0);
-        if (lua_getfield(L, 2, "decay") != LUA_TNIL) {
-            const char *s = lua_tostring(L, -1);
-            decay = -1;
-            for (int i = 0; s && lua_type(L, -1) == LUA_TSTRING && decay_names[i]; i++)
-                if (strcmp(s, decay_names[i]) == 0) decay = i;
-            if (decay < 0)
-                luaL_argerror(L, 2, lua_pushfstring(L, "field 'decay' is '%s', expected "
-                                                    "'matrices', 'linear', 'all' or 'none'",
-                                                    s && lua_type(L, -1) == LUA_TSTRING
-                                                        ? s : luaL_typename(L, -1)));
-        }
-        lua_pop(L, 1);
+        cfg.lr = (float)dgal_opt_num(L, 2, "lr", cfg.lr, 0, 1e3, 0);
+        cfg.beta1 = (float)dgal_opt_num(L, 2, "beta1", cfg.beta1, 0, 1, DGAL_HI_OPEN);
+        cfg.beta2 = (float)dgal_opt_num(L, 2, "beta2", cfg.beta2, 0, 1, DGAL_HI_OPEN);
+        cfg.eps = (float)dgal_opt_num(L, 2, "eps", cfg.eps, 0, 1, DGAL_LO_OPEN);
+        cfg.weight_decay = (float)dgal_opt_num(L, 2, "weight_decay", cfg.weight_decay, 0, 1e3, 0);
+        const char *d = dgal_opt_str(L, 2, "decay", decay_names[DECAY_MATRICES], decay_names);
+        for (int i = 0; decay_names[i]; i++)
+            if (strcmp(d, decay_names[i]) == 0) decay = i;
     }
 
     /* Decay ranges, adjacent tensors merged. At most one range per tensor. */
-    size_t n = dga_gpt_num_params(m);
-    int nt = dga_gpt_num_tensors(m);
+    size_t n = dga_model_num_params(m);
+    int nt = dga_model_num_tensors(m);
     size_t (*ranges)[2] = lua_newuserdatauv(L, sizeof *ranges * (size_t)(nt > 0 ? nt : 1), 0);
     int nr = 0;
     if (decay == DECAY_ALL) {
@@ -139,7 +114,7 @@ static int l_adamw(lua_State *L)
         nr = n > 0;
     } else if (decay == DECAY_MATRICES || decay == DECAY_LINEAR) {
         for (int i = 0; i < nt; i++) {
-            const dga_tensor_info *info = dga_gpt_tensor(m, i);
+            const dga_tensor_info *info = dga_model_tensor(m, i);
             if (!info->is_matrix || info->numel == 0) continue;
             if (decay == DECAY_LINEAR && info->is_embedding) continue;
             if (nr > 0 && ranges[nr - 1][1] == info->offset) {
@@ -173,11 +148,11 @@ static int o_step(lua_State *L)
         lr = luaL_checknumber(L, 2);
         luaL_argcheck(L, isfinite(lr) && lr >= 0, 2, "learning rate must be finite and >= 0");
     }
-    dga_gpt *m = box_model(L, 1);
-    if (dga_gpt_num_params(m) != dga_adamw_size(opt))
+    dga_model *m = box_model(L, 1);
+    if (dga_model_num_params(m) != dga_adamw_size(opt))
         return luaL_error(L, "step: model has %I parameters, optimizer %I",
-                          (lua_Integer)dga_gpt_num_params(m), (lua_Integer)dga_adamw_size(opt));
-    DGAL_CHECK(L, dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), (float)lr));
+                          (lua_Integer)dga_model_num_params(m), (lua_Integer)dga_adamw_size(opt));
+    DGAL_CHECK(L, dga_adamw_step(opt, dga_model_params(m), dga_model_grads(m), (float)lr));
     lua_pushinteger(L, (lua_Integer)dga_adamw_steps(opt));
     return 1;
 }

@@ -31,6 +31,7 @@
  *   dga.npy_save(path, t); dga.npy_load(path) -> tensor (float32 or int32) */
 #include <lauxlib.h>
 #include <lua.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,75 +383,26 @@ static int l_manifest(lua_State *L)
 
 /* ------------------------------------------------------------------ functions */
 
-static lua_Number opt_number(lua_State *L, int t, const char *key, lua_Number dflt)
-{
-    lua_Number v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) {
-        if (!lua_isnumber(L, -1))
-            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected a number", key,
-                                                luaL_typename(L, -1)));
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static lua_Integer opt_int(lua_State *L, int t, const char *key, lua_Integer dflt)
-{
-    lua_Integer v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected an integer", key,
-                                                luaL_typename(L, -1)));
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-/* A string field; the string stays anchored in the options table. */
-static const char *opt_string(lua_State *L, int t, const char *key, const char *dflt)
-{
-    const char *v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected a string", key,
-                                                luaL_typename(L, -1)));
-        v = lua_tostring(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static int opt_bool(lua_State *L, int t, const char *key, int dflt)
-{
-    int v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) v = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 static int l_store_build(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     dga_store_build_opts o = {0};
-    o.corpus = opt_string(L, 1, "corpus", NULL);
-    o.out = opt_string(L, 1, "out", NULL);
+    o.corpus = dgal_opt_str(L, 1, "corpus", NULL, NULL);
+    o.out = dgal_opt_str(L, 1, "out", NULL, NULL);
     if (!o.corpus) return luaL_argerror(L, 1, "field 'corpus' (a directory) is required");
     if (!o.out) return luaL_argerror(L, 1, "field 'out' (the store directory) is required");
-    o.seq_len = (int)opt_int(L, 1, "seq_len", 129);
+    o.seq_len = (int)dgal_opt_int(L, 1, "seq_len", 129, INT_MIN, INT_MAX);
     if (o.seq_len < 2) return luaL_argerror(L, 1, "field 'seq_len' must be >= 2");
-    o.tokenizer = opt_string(L, 1, "tokenizer", NULL);
-    o.vocab = (int)opt_int(L, 1, "vocab", 8192);
-    o.max_mb = opt_number(L, 1, "max_mb", 0);
-    o.train_mb = opt_number(L, 1, "train_mb", 0);
-    o.spherical = opt_bool(L, 1, "spherical", 1);
-    o.iters = (int)opt_int(L, 1, "iters", 25);
-    o.seed = (uint64_t)opt_int(L, 1, "seed", 1);
-    o.embedder = opt_string(L, 1, "embedder", "hash384");
-    o.save_embeddings = opt_bool(L, 1, "save_embeddings", 0);
-    o.verbose = opt_bool(L, 1, "verbose", 0);
+    o.tokenizer = dgal_opt_str(L, 1, "tokenizer", NULL, NULL);
+    o.vocab = (int)dgal_opt_int(L, 1, "vocab", 8192, INT_MIN, INT_MAX);
+    o.max_mb = dgal_opt_num(L, 1, "max_mb", 0, -HUGE_VAL, HUGE_VAL, 0);
+    o.train_mb = dgal_opt_num(L, 1, "train_mb", 0, -HUGE_VAL, HUGE_VAL, 0);
+    o.spherical = dgal_opt_bool(L, 1, "spherical", 1);
+    o.iters = (int)dgal_opt_int(L, 1, "iters", 25, INT_MIN, INT_MAX);
+    o.seed = (uint64_t)dgal_opt_int(L, 1, "seed", 1, LUA_MININTEGER, LUA_MAXINTEGER);
+    o.embedder = dgal_opt_str(L, 1, "embedder", "hash384", NULL);
+    o.save_embeddings = dgal_opt_bool(L, 1, "save_embeddings", 0);
+    o.verbose = dgal_opt_bool(L, 1, "verbose", 0);
     dga_text_stats stats = {0};
     o.text_stats = &stats;
     o.nlevels = 1;
@@ -520,10 +472,10 @@ static int l_kmeans(lua_State *L)
     dga_kmeans_opts o = {.k = (int)k, .iters = 25};
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        o.seed = (uint64_t)opt_int(L, 3, "seed", 0);
-        o.iters = (int)opt_int(L, 3, "iters", 25);
-        o.spherical = opt_bool(L, 3, "spherical", 0);
-        o.seed_sample = opt_int(L, 3, "seed_sample", 0);
+        o.seed = (uint64_t)dgal_opt_int(L, 3, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+        o.iters = (int)dgal_opt_int(L, 3, "iters", 25, INT_MIN, INT_MAX);
+        o.spherical = dgal_opt_bool(L, 3, "spherical", 0);
+        o.seed_sample = dgal_opt_int(L, 3, "seed_sample", 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
     float *c = dgal_scratch(L, (size_t)k * d * sizeof *c);
     int64_t ashape = n;
@@ -567,10 +519,10 @@ static int l_kmeans_hierarchical(lua_State *L)
     dga_kmeans_opts o = {.iters = 25, .spherical = 1};
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        o.seed = (uint64_t)opt_int(L, 3, "seed", 0);
-        o.iters = (int)opt_int(L, 3, "iters", 25);
-        o.spherical = opt_bool(L, 3, "spherical", 1);
-        o.seed_sample = opt_int(L, 3, "seed_sample", 0);
+        o.seed = (uint64_t)dgal_opt_int(L, 3, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+        o.iters = (int)dgal_opt_int(L, 3, "iters", 25, INT_MIN, INT_MAX);
+        o.spherical = dgal_opt_bool(L, 3, "spherical", 1);
+        o.seed_sample = dgal_opt_int(L, 3, "seed_sample", 0, LUA_MININTEGER, LUA_MAXINTEGER);
     }
     lua_settop(L, 3);
     dga_hkmeans *h = lua_newuserdatauv(L, sizeof *h, 0);   /* index 4: freed by the GC */

@@ -51,24 +51,6 @@ static int trainer_gc(lua_State *L)
     return 0;
 }
 
-static int opt_int(lua_State *L, int opts, const char *name, int def, int lo, int hi,
-                   const char *fname)
-{
-    if (lua_isnoneornil(L, opts)) return def;
-    lua_getfield(L, opts, name);
-    int v = def;
-    if (!lua_isnil(L, -1)) {
-        int ok;
-        lua_Integer x = lua_tointegerx(L, -1, &ok);
-        if (!ok || x < lo || x > hi)
-            luaL_error(L, "bad argument #%d to '%s' (option %s must be an integer in [%d, %d])",
-                       opts, fname, name, lo, hi);
-        v = (int)x;
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
 static void add_text(lua_State *L, dga_bpe_trainer *tr, int idx, const char *what,
                      lua_Integer i)
 {
@@ -94,7 +76,7 @@ static int l_tokenizer_train(lua_State *L)
     if (t != LUA_TTABLE && !callable)
         return luaL_typeerror(L, 1, "table of strings or iterator function");
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
-    int vocab = opt_int(L, 2, "vocab", 8192, 257, DGA_BPE_MAX_VOCAB, "tokenizer_train");
+    int vocab = (int)dgal_opt_int(L, 2, "vocab", 8192, 257, DGA_BPE_MAX_VOCAB);
     lua_settop(L, 2);
     dgal_box *box = dgal_box_new(L, TRAINER_BOX, 0);   /* index 3 */
     dga_bpe_trainer *tr;
@@ -422,7 +404,7 @@ static int tok_encode_corpus(lua_State *L)
     dga_bpe *tok = dgal_check_tokenizer(L, 1);
     const char *path = luaL_checkstring(L, 2);
     if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
-    int max_docs = opt_int(L, 3, "max_docs", -1, -1, 2147483647, "encode_corpus");
+    int max_docs = (int)dgal_opt_int(L, 3, "max_docs", -1, -1, 2147483647);
     lua_settop(L, 3);
     if (!lua_isnil(L, 3)) {
         lua_getfield(L, 3, "progress");   /* index 4 */

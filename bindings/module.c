@@ -5,7 +5,7 @@ int luaopen_dga(lua_State *L)
 {
     void (*parts[])(lua_State *) = {
         dgal_open_tensor, dgal_open_rng,  dgal_open_model, dgal_open_optim, dgal_open_checkpoint,
-        dgal_open_text,   dgal_open_store, dgal_open_mmlu, dgal_open_mix,
+        dgal_open_text,   dgal_open_store, dgal_open_mmlu, dgal_open_mix, dgal_open_lock,
     };
     lua_newtable(L);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)

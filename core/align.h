@@ -20,29 +20,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpt.h"
+#include "model.h"
 #include "status.h"
-
-typedef enum {
-    DGA_ALIGN_NONE = 0,       /* raw inner product (the paper) */
-    DGA_ALIGN_COSINE,         /* <g_i, g_t> / (|g_i| |g_t|); 0 when a norm is 0 */
-    DGA_ALIGN_MEAN_NORM,      /* <g_i, g_t> / mean_j |g_j| */
-} dga_align_norm;
-
-const char *dga_align_norm_name(dga_align_norm n);                 /* "none", "cosine", "mean_norm" */
-dga_status  dga_align_norm_parse(const char *name, dga_align_norm *out);
 
 /* exact: one backward per domain batch (the paper's method, the reference).
  * fd: central difference of each domain loss along the target gradient (DESIGN.md section
  *     5): a_i ~ (l(theta + h g_t, x_i) - l(theta - h g_t, x_i)) / 2h, h = fd_eps / |g_t|,
- *     forward-only passes (dga_gpt_eval); theta is backed up in the model's gradient buffer
- *     and restored bit for bit. Gives no per-domain gradient norms (grad_norm = NaN), so only
- *     normalize = none; loss_i is the mean of the two perturbed losses (O(h^2) from l(theta)).
- * jvp: the same directional derivative by forward-mode differentiation (dga_gpt_jvp):
+ *     forward-only passes (dga_model_eval); theta is backed up in the model's gradient buffer
+ *     and restored bit for bit. Gives no per-domain gradient norms (grad_norm = NaN);
+ *     loss_i is the mean of the two perturbed losses (O(h^2) from l(theta)).
+ * jvp: the same directional derivative by forward-mode differentiation (dga_model_jvp):
  *     a_i = d/dh l(theta + h g_t, x_i) at h = 0, exact up to float rounding, one forward
  *     pass carrying tangents per domain batch (chunked like the others, chunks weighted by
- *     their token counts). Like fd it gives no per-domain gradient norms (grad_norm = NaN,
- *     so only normalize = none) and dot = align; loss_i = l(theta, x_i) exactly. The
+ *     their token counts). Like fd it gives no per-domain gradient norms (grad_norm = NaN);
+ *     loss_i = l(theta, x_i) exactly. The
  *     parameters are not touched; the model's gradient buffer holds the target gradient on
  *     return. */
 typedef enum { DGA_ALIGN_EXACT = 0, DGA_ALIGN_FD, DGA_ALIGN_JVP } dga_align_method;
@@ -50,10 +41,9 @@ typedef enum { DGA_ALIGN_EXACT = 0, DGA_ALIGN_FD, DGA_ALIGN_JVP } dga_align_meth
 const char *dga_align_method_name(dga_align_method m);              /* "exact", "fd", "jvp" */
 dga_status  dga_align_method_parse(const char *name, dga_align_method *out);
 
+/* Raw inner products only: normalising them (cosine, by the mean norm, by the learning rate)
+ * is the policy's business, from dot, grad_norm and target_norm. */
 typedef struct {
-    dga_align_norm normalize;
-    int    use_lr;      /* 1: multiply every a_i by lr (the current learning rate, >= 0) */
-    double lr;
     dga_align_method method;
     double fd_eps;      /* fd: step length along the unit target direction; <= 0: 1e-3 */
 } dga_align_opts;
@@ -65,10 +55,9 @@ typedef struct {
 } dga_batch;
 
 typedef struct {
-    double *align;       /* k: alignments after normalisation and lr scaling */
-    double *dot;         /* k: raw <g_i, g_t> (may be NULL) */
+    double *dot;         /* k: <g_i, g_t> */
     double *loss;        /* k: mean loss of each domain batch */
-    double *grad_norm;   /* k: |g_i| */
+    double *grad_norm;   /* k: |g_i| (NaN for fd and jvp) */
     double  target_norm; /* |g_t| */
     double  target_loss;
 } dga_align_result;
@@ -82,12 +71,12 @@ void       dga_align_ws_free(dga_align_ws *ws);
 const float *dga_align_ws_target_grad(const dga_align_ws *ws);
 
 /* k >= 1 domain batches. out's arrays (k entries each) are provided by the caller. */
-dga_status dga_align(dga_gpt *model, dga_align_ws *ws, const dga_batch *target,
+dga_status dga_align(dga_model *model, dga_align_ws *ws, const dga_batch *target,
                      const dga_batch *domains, int k, const dga_align_opts *opts,
                      dga_align_result *out);
 
 /* The gradient of a batch's mean loss into the model's gradient buffer (zeroed first),
  * chunked as above; *loss gets the batch's mean loss. Exposed for tests and the trainer. */
-dga_status dga_batch_grad(dga_gpt *model, const dga_batch *batch, double *loss);
+dga_status dga_batch_grad(dga_model *model, const dga_batch *batch, double *loss);
 
 #endif

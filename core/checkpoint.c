@@ -39,14 +39,18 @@ static void fill_model_entry(dga_st_entry *e, const dga_tensor_info *ti, const c
     e->data = base + ti->offset;
 }
 
-dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
+dga_status dga_checkpoint_save(const char *path, dga_model *model, dga_adamw *opt,
                                const dga_st_entry *extras, int n_extras,
                                const dga_st_meta *meta, int n_meta)
 {
     if (!model) return dga_fail(DGA_ERR_INVALID, "%s: checkpoint needs a model", path);
+    const dga_gpt_config *c = dga_gpt_get_config(model);
+    if (!c)
+        return dga_fail(DGA_ERR_INVALID, "%s: checkpoints hold GPT-2 models, this one is '%s'",
+                        path, dga_model_arch(model));
     if (n_extras < 0 || n_meta < 0 || (n_extras && !extras) || (n_meta && !meta))
         return dga_fail(DGA_ERR_INVALID, "%s: invalid extras or metadata list", path);
-    size_t np = dga_gpt_num_params(model);
+    size_t np = dga_model_num_params(model);
     if (opt && dga_adamw_size(opt) != np)
         return dga_fail(DGA_ERR_INVALID, "%s: optimizer holds %zu parameters, model has %zu",
                         path, dga_adamw_size(opt), np);
@@ -62,8 +66,7 @@ dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
             return dga_fail(DGA_ERR_INVALID, "%s: metadata key '%s' is reserved", path,
                             meta[i].key);
 
-    const dga_gpt_config *c = dga_gpt_get_config(model);
-    int nt = dga_gpt_num_tensors(model), per = opt ? 3 : 1;
+    int nt = dga_model_num_tensors(model), per = opt ? 3 : 1;
     int n = nt * per + n_extras, nm = N_MODEL_KEYS + (opt ? N_OPT_KEYS : 0) + n_meta;
     dga_st_entry *e = calloc((size_t)n + 1, sizeof *e);
     dga_st_meta *m = calloc((size_t)nm, sizeof *m);
@@ -74,10 +77,10 @@ dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
         st = dga_fail(DGA_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
-    const float *theta = dga_gpt_params(model);
+    const float *theta = dga_model_params(model);
     int k = 0;
     for (int i = 0; i < nt; i++) {
-        const dga_tensor_info *ti = dga_gpt_tensor(model, i);
+        const dga_tensor_info *ti = dga_model_tensor(model, i);
         fill_model_entry(&e[k++], ti, ti->name, theta);
         if (opt) {
             snprintf(names[2 * i], sizeof names[0], "optimizer.m.%s", ti->name);
@@ -98,7 +101,7 @@ dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
     snprintf(vals[K_EMBD], sizeof vals[0], "%d", c->n_embd);
     snprintf(vals[K_POS], sizeof vals[0], "%d", c->n_ctx);
     snprintf(vals[K_VOCAB], sizeof vals[0], "%d", c->vocab_size);
-    snprintf(vals[K_BATCH], sizeof vals[0], "%d", dga_gpt_max_batch(model));
+    snprintf(vals[K_BATCH], sizeof vals[0], "%d", dga_model_max_batch(model));
     for (int i = 0; i < N_MODEL_KEYS; i++) m[q++] = (dga_st_meta){model_keys[i], vals[i]};
     if (opt) {
         const dga_adamw_config *oc = dga_adamw_get_config(opt);
@@ -217,10 +220,13 @@ int dga_checkpoint_max_batch(const dga_checkpoint *ck) { return ck->max_batch; }
 int dga_checkpoint_has_optimizer(const dga_checkpoint *ck) { return ck->has_opt; }
 const dga_safetensors *dga_checkpoint_file(const dga_checkpoint *ck) { return ck->file; }
 
-static dga_status check_config(const dga_checkpoint *ck, const dga_gpt *model)
+static dga_status check_config(const dga_checkpoint *ck, const dga_model *model)
 {
     const char *path = dga_safetensors_path(ck->file);
     const dga_gpt_config *a = &ck->cfg, *b = dga_gpt_get_config(model);
+    if (!b)
+        return dga_fail(DGA_ERR_INVALID, "%s: holds a GPT-2 model, not a '%s'", path,
+                        dga_model_arch(model));
     const int fa[5] = {a->n_layer, a->n_head, a->n_embd, a->n_ctx, a->vocab_size};
     const int fb[5] = {b->n_layer, b->n_head, b->n_embd, b->n_ctx, b->vocab_size};
     for (int i = 0; i < 5; i++)
@@ -272,27 +278,27 @@ static dga_status find_like(const dga_checkpoint *ck, const char *name,
     return DGA_OK;
 }
 
-dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_gpt *model)
+dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_model *model)
 {
     dga_status st = check_config(ck, model);
-    int nt = dga_gpt_num_tensors(model);
+    int nt = dga_model_num_tensors(model);
     for (int i = 0; i < nt && st == DGA_OK; i++) {   /* validate everything, then copy */
-        const dga_tensor_info *ti = dga_gpt_tensor(model, i);
+        const dga_tensor_info *ti = dga_model_tensor(model, i);
         const dga_st_entry *e;
         st = find_like(ck, ti->name, ti, &e);
         if (st == DGA_OK) st = check_finite(ck, e);
     }
     if (st != DGA_OK) return st;
-    float *theta = dga_gpt_params(model);
+    float *theta = dga_model_params(model);
     for (int i = 0; i < nt; i++) {
-        const dga_tensor_info *ti = dga_gpt_tensor(model, i);
+        const dga_tensor_info *ti = dga_model_tensor(model, i);
         const dga_st_entry *e = dga_safetensors_find(ck->file, ti->name);
         memcpy(theta + ti->offset, e->data, ti->numel * sizeof(float));
     }
     return DGA_OK;
 }
 
-dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt *model,
+dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_model *model,
                                          dga_adamw *opt)
 {
     const char *path = dga_safetensors_path(ck->file);
@@ -300,9 +306,9 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt
         return dga_fail(DGA_ERR_FORMAT, "%s: the checkpoint holds no optimizer state", path);
     dga_status st = check_config(ck, model);
     if (st != DGA_OK) return st;
-    if (dga_adamw_size(opt) != dga_gpt_num_params(model))
+    if (dga_adamw_size(opt) != dga_model_num_params(model))
         return dga_fail(DGA_ERR_INVALID, "%s: optimizer holds %zu parameters, model has %zu",
-                        path, dga_adamw_size(opt), dga_gpt_num_params(model));
+                        path, dga_adamw_size(opt), dga_model_num_params(model));
     int64_t steps = 0;
     dga_adamw_config c = *dga_adamw_get_config(opt);
     st = meta_int(ck->file, opt_keys[O_STEPS], 1, 0, INT64_MAX, &steps);
@@ -311,10 +317,10 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt
     if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_B2], &c.beta2);
     if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_EPS], &c.eps);
     if (st == DGA_OK) st = meta_float(ck->file, opt_keys[O_WD], &c.weight_decay);
-    int nt = dga_gpt_num_tensors(model);
+    int nt = dga_model_num_tensors(model);
     char name[96];
     for (int i = 0; i < nt && st == DGA_OK; i++) {
-        const dga_tensor_info *ti = dga_gpt_tensor(model, i);
+        const dga_tensor_info *ti = dga_model_tensor(model, i);
         const dga_st_entry *e;
         snprintf(name, sizeof name, "optimizer.m.%s", ti->name);
         st = find_like(ck, name, ti, &e);
@@ -326,7 +332,7 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt
     if (st != DGA_OK) return st;
     float *m = dga_adamw_m(opt), *v = dga_adamw_v(opt);
     for (int i = 0; i < nt; i++) {
-        const dga_tensor_info *ti = dga_gpt_tensor(model, i);
+        const dga_tensor_info *ti = dga_model_tensor(model, i);
         snprintf(name, sizeof name, "optimizer.m.%s", ti->name);
         memcpy(m + ti->offset, dga_safetensors_find(ck->file, name)->data,
                ti->numel * sizeof(float));
@@ -336,5 +342,19 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt
     }
     *dga_adamw_get_config(opt) = c;
     dga_adamw_set_steps(opt, steps);
+    return DGA_OK;
+}
+
+dga_status dga_checkpoint_new_model(const dga_checkpoint *ck, int max_batch, dga_model **out)
+{
+    *out = NULL;
+    dga_model *m = NULL;
+    dga_status st = dga_gpt_create(&ck->cfg, max_batch > 0 ? max_batch : ck->max_batch, &m);
+    if (st == DGA_OK) st = dga_checkpoint_load_model(ck, m);
+    if (st != DGA_OK) {
+        dga_model_free(m);
+        return st;
+    }
+    *out = m;
     return DGA_OK;
 }

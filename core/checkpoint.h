@@ -30,7 +30,7 @@
 
 /* opt may be NULL; its size must equal the model's parameter count. Names or keys that
  * collide with the ones above are errors. Written atomically. */
-dga_status dga_checkpoint_save(const char *path, dga_gpt *model, dga_adamw *opt,
+dga_status dga_checkpoint_save(const char *path, dga_model *model, dga_adamw *opt,
                                const dga_st_entry *extras, int n_extras,
                                const dga_st_meta *meta, int n_meta);
 
@@ -48,10 +48,13 @@ const dga_safetensors *dga_checkpoint_file(const dga_checkpoint *ck);
 
 /* Copies the parameters into model after checking that its config matches the file and that
  * every tensor is present with its shape (nothing is copied on a failure). */
-dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_gpt *model);
+dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_model *model);
+/* A new model of the file's architecture and config, for batches up to max_batch (<= 0: the
+ * batch the file records), holding the file's parameters. */
+dga_status dga_checkpoint_new_model(const dga_checkpoint *ck, int max_batch, dga_model **out);
 /* Restores moments, step count and hyperparameters into opt; `model` gives the layout (its
  * config must match the file). Nothing is changed on a failure. */
-dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_gpt *model,
+dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_model *model,
                                          dga_adamw *opt);
 
 #endif

@@ -19,13 +19,13 @@
 #include "checkpoint.h"
 #include "embed.h"
 #include "fileio.h"
-#include "gpt.h"
+#include "model.h"
 
 #define MODEL_FILE "embedder_model.safetensors"
 #define TOKENIZER_FILE "embedder_tokenizer.json"
 
 typedef struct {
-    dga_gpt *model;
+    dga_model *model;
     dga_bpe *tok;
     char    *model_path;   /* where the two came from (save copies them) */
     char    *tok_path;
@@ -35,13 +35,13 @@ static dga_status gpt_embed(const dga_embedder *e, const char *text, size_t len,
 {
     gpt_state *s = e->state;
     if (!s->model) return dga_fail(DGA_ERR_INVALID, "embed gpt: no model loaded");
-    const int C = e->dim, ctx = dga_gpt_get_config(s->model)->n_ctx;
+    const int C = e->dim, ctx = dga_model_context(s->model);
     dga_bpe_ids ids = {0};
     dga_status st = dga_bpe_encode_append(s->tok, text, len, &ids);
     memset(out, 0, (size_t)C * sizeof *out);
     for (size_t i = 0; st == DGA_OK && i < ids.n; i += (size_t)ctx) {
         int n = ids.n - i < (size_t)ctx ? (int)(ids.n - i) : ctx;
-        st = dga_gpt_hidden_sum(s->model, ids.ids + i, n, out);
+        st = dga_model_hidden_sum(s->model, ids.ids + i, n, out);
     }
     if (st == DGA_OK) {
         double sq = 0;
@@ -58,28 +58,27 @@ static dga_status gpt_load_files(gpt_state *s, const char *model_path, const cha
                                  int *dim)
 {
     dga_checkpoint *ck = NULL;
-    dga_gpt *m = NULL;
+    dga_model *m = NULL;
     dga_bpe *tok = NULL;
     dga_status st = dga_checkpoint_open(model_path, &ck);
-    if (st == DGA_OK) st = dga_gpt_create(dga_checkpoint_config(ck), 1, &m);
-    if (st == DGA_OK) st = dga_checkpoint_load_model(ck, m);
+    if (st == DGA_OK) st = dga_checkpoint_new_model(ck, 1, &m);
     dga_checkpoint_close(ck);
     if (st == DGA_OK && (st = dga_bpe_load(tok_path, &tok)) != DGA_OK)
         st = dga_fail(st, "embed gpt: the model's tokenizer: %s (a gpt:CKPT embedder reads "
                       "tokenizer.json beside the checkpoint)", dga_last_error());
-    if (st == DGA_OK && dga_bpe_vocab_size(tok) > dga_gpt_get_config(m)->vocab_size)
+    if (st == DGA_OK && dga_bpe_vocab_size(tok) > dga_model_vocab(m))
         st = dga_fail(DGA_ERR_INVALID, "embed gpt: %s has %d tokens, the model %s only %d",
                       tok_path, dga_bpe_vocab_size(tok), model_path,
-                      dga_gpt_get_config(m)->vocab_size);
+                      dga_model_vocab(m));
     char *mp = st == DGA_OK ? strdup(model_path) : NULL, *tp = st == DGA_OK ? strdup(tok_path) : NULL;
     if (st == DGA_OK && (!mp || !tp)) st = dga_fail(DGA_ERR_NOMEM, "embed gpt: out of memory");
     if (st != DGA_OK) {
-        dga_gpt_free(m), dga_bpe_free(tok), free(mp), free(tp);
+        dga_model_free(m), dga_bpe_free(tok), free(mp), free(tp);
         return st;
     }
-    dga_gpt_free(s->model), dga_bpe_free(s->tok), free(s->model_path), free(s->tok_path);
+    dga_model_free(s->model), dga_bpe_free(s->tok), free(s->model_path), free(s->tok_path);
     s->model = m, s->tok = tok, s->model_path = mp, s->tok_path = tp;
-    *dim = dga_gpt_get_config(m)->n_embd;
+    *dim = dga_model_width(m);
     return DGA_OK;
 }
 
@@ -106,7 +105,7 @@ static void gpt_destroy(dga_embedder *e)
 {
     gpt_state *s = e->state;
     if (s) {
-        dga_gpt_free(s->model);
+        dga_model_free(s->model);
         dga_bpe_free(s->tok);
         free(s->model_path);
         free(s->tok_path);

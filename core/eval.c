@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static dga_status resolve_batch(dga_gpt *model, int batch, const char *fn, int *out)
+static dga_status resolve_batch(dga_model *model, int batch, const char *fn, int *out)
 {
-    int max = dga_gpt_max_batch(model);
+    int max = dga_model_max_batch(model);
     if (batch <= 0) batch = max;
     if (batch > max)
         return dga_fail(DGA_ERR_INVALID, "%s: batch %d exceeds the model's max batch %d", fn, batch,
@@ -15,72 +15,43 @@ static dga_status resolve_batch(dga_gpt *model, int batch, const char *fn, int *
     return DGA_OK;
 }
 
-dga_status dga_eval_mean_loss_xy(dga_gpt *model, const int32_t *inputs, const int32_t *targets,
-                                 size_t n, int T, int batch, double *mean)
+dga_status dga_eval_mean_loss(dga_model *model, const int32_t *inputs, const int32_t *targets,
+                              size_t stride, size_t n, int T, int batch, double *mean)
 {
     *mean = 0.0;
     int B = 0;
     dga_status st = resolve_batch(model, batch, "eval_loss", &B);
     if (st != DGA_OK) return st;
-    int n_ctx = dga_gpt_get_config(model)->n_ctx;
+    int n_ctx = dga_model_context(model);
     if (T < 1 || T > n_ctx)
-        return dga_fail(DGA_ERR_INVALID, "eval_loss: sequence length %d outside [1, %d]", T, n_ctx);
+        return dga_fail(DGA_ERR_INVALID, "eval_loss: sequence length %d outside [1, %d] (the "
+                        "model's context)", T, n_ctx);
+    if (stride < (size_t)T)
+        return dga_fail(DGA_ERR_INVALID, "eval_loss: row stride %zu below the sequence length "
+                        "%d", stride, T);
+    /* Rows that are not contiguous are packed into in/tg, a chunk at a time. */
+    const int packed = stride != (size_t)T;
+    int32_t *in = packed ? malloc((size_t)B * (size_t)T * sizeof *in) : NULL;
+    int32_t *tg = packed ? malloc((size_t)B * (size_t)T * sizeof *tg) : NULL;
     double *nll = malloc((size_t)B * sizeof *nll);
     int *cnt = malloc((size_t)B * sizeof *cnt);
-    if (!nll || !cnt) {
-        free(nll);
-        free(cnt);
-        return dga_fail(DGA_ERR_NOMEM, "eval_loss: out of memory");
-    }
-    double total = 0.0;
-    long long count = 0;
-    for (size_t i = 0; i < n && st == DGA_OK; i += (size_t)B) {
-        int b = (int)(n - i < (size_t)B ? n - i : (size_t)B);
-        const size_t off = i * (size_t)T;
-        st = dga_gpt_eval(model, inputs + off, targets + off, b, T, nll, cnt);
-        for (int r = 0; r < b && st == DGA_OK; r++) {
-            total += nll[r];
-            count += cnt[r];
-        }
-    }
-    free(nll);
-    free(cnt);
-    if (st == DGA_OK && count > 0) *mean = total / (double)count;
-    return st;
-}
-
-dga_status dga_eval_mean_loss(dga_gpt *model, const int32_t *seqs, size_t n_seqs, int seq_len,
-                              int batch, double *mean)
-{
-    *mean = 0.0;
-    int B = 0;
-    dga_status st = resolve_batch(model, batch, "eval_loss", &B);
-    if (st != DGA_OK) return st;
-    int n_ctx = dga_gpt_get_config(model)->n_ctx;
-    if (seq_len < 2 || seq_len > n_ctx + 1)
-        return dga_fail(DGA_ERR_INVALID,
-                        "eval_loss: sequence length %d outside [2, %d] (context %d, plus the "
-                        "last target)",
-                        seq_len, n_ctx + 1, n_ctx);
-    const int T = seq_len - 1;
-    int32_t *in = malloc((size_t)B * (size_t)T * sizeof *in);
-    int32_t *tg = malloc((size_t)B * (size_t)T * sizeof *tg);
-    double *nll = malloc((size_t)B * sizeof *nll);
-    int *cnt = malloc((size_t)B * sizeof *cnt);
-    if (!in || !tg || !nll || !cnt) {
+    if (!nll || !cnt || (packed && (!in || !tg))) {
         st = dga_fail(DGA_ERR_NOMEM, "eval_loss: out of memory");
         goto done;
     }
     double total = 0.0;
     long long count = 0;
-    for (size_t i = 0; i < n_seqs && st == DGA_OK; i += (size_t)B) {
-        int b = (int)(n_seqs - i < (size_t)B ? n_seqs - i : (size_t)B);
-        for (int r = 0; r < b; r++) {
-            const int32_t *s = seqs + (i + (size_t)r) * (size_t)seq_len;
-            memcpy(in + (size_t)r * T, s, (size_t)T * sizeof *in);
-            memcpy(tg + (size_t)r * T, s + 1, (size_t)T * sizeof *tg);
+    for (size_t i = 0; i < n && st == DGA_OK; i += (size_t)B) {
+        int b = (int)(n - i < (size_t)B ? n - i : (size_t)B);
+        const int32_t *x = inputs + i * stride, *y = targets + i * stride;
+        if (packed) {
+            for (int r = 0; r < b; r++) {
+                memcpy(in + (size_t)r * T, x + (size_t)r * stride, (size_t)T * sizeof *in);
+                memcpy(tg + (size_t)r * T, y + (size_t)r * stride, (size_t)T * sizeof *tg);
+            }
+            x = in, y = tg;
         }
-        st = dga_gpt_eval(model, in, tg, b, T, nll, cnt);
+        st = dga_model_eval(model, x, y, b, T, nll, cnt);
         for (int r = 0; r < b && st == DGA_OK; r++) {
             total += nll[r];
             count += cnt[r];
@@ -93,6 +64,20 @@ done:
     free(nll);
     free(cnt);
     return st;
+}
+
+dga_status dga_eval_mean_loss_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
+                                   int seq_len, int batch, double *mean)
+{
+    *mean = 0.0;
+    int n_ctx = dga_model_context(model);
+    if (seq_len < 2 || seq_len > n_ctx + 1)
+        return dga_fail(DGA_ERR_INVALID,
+                        "eval_loss: sequence length %d outside [2, %d] (context %d, plus the "
+                        "last target)",
+                        seq_len, n_ctx + 1, n_ctx);
+    return dga_eval_mean_loss(model, seqs, seqs + 1, (size_t)seq_len, n_seqs, seq_len - 1, batch,
+                              mean);
 }
 
 /* ------------------------------------------------------------------ log-likelihoods */
@@ -115,14 +100,13 @@ static int cmp_len_desc(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-dga_status dga_eval_loglik(dga_gpt *model, const dga_loglik_request *reqs, size_t n, int batch,
+dga_status dga_eval_loglik(dga_model *model, const dga_loglik_request *reqs, size_t n, int batch,
                            double *loglik)
 {
     int B = 0;
     dga_status st = resolve_batch(model, batch, "loglik", &B);
     if (st != DGA_OK) return st;
-    const dga_gpt_config *cfg = dga_gpt_get_config(model);
-    const int n_ctx = cfg->n_ctx;
+    const int n_ctx = dga_model_context(model);
     for (size_t i = 0; i < n; i++) {
         const dga_loglik_request *r = &reqs[i];
         if (r->n_cont < 1 || r->n_cont > n_ctx || r->n_tokens < r->n_cont + 1 || !r->tokens)
@@ -166,7 +150,7 @@ dga_status dga_eval_loglik(dga_gpt *model, const dga_loglik_request *reqs, size_
                 }
             }
         }
-        st = dga_gpt_eval(model, in, tg, b, T, nll, cnt);
+        st = dga_model_eval(model, in, tg, b, T, nll, cnt);
         for (int r = 0; r < b && st == DGA_OK; r++) loglik[order[k + (size_t)r].idx] = -nll[r];
     }
 done:
@@ -252,30 +236,30 @@ static int shares_context(const dga_loglik_request *r)
     return 1;
 }
 
-static dga_status score_shared(dga_gpt *model, const dga_loglik_request *r, float *logits,
+static dga_status score_shared(dga_model *model, const dga_loglik_request *r, float *logits,
                                double *ll)
 {
-    const dga_gpt_config *cfg = dga_gpt_get_config(model);
+    const int V = dga_model_vocab(model), n_ctx = dga_model_context(model);
     const int n = r[0].n_tokens - 1;                 /* context tokens */
-    const int start = n > cfg->n_ctx ? n - cfg->n_ctx : 0;   /* left truncation */
+    const int start = n > n_ctx ? n - n_ctx : 0;   /* left truncation */
     for (int c = 0; c < 4; c++) {
         int32_t t = r[c].tokens[n];
-        if (t < 0 || t >= cfg->vocab_size)
+        if (t < 0 || t >= V)
             return dga_fail(DGA_ERR_INVALID, "mmlu_score: continuation token id %d outside "
-                            "vocabulary [0, %d)", (int)t, cfg->vocab_size);
+                            "vocabulary [0, %d)", (int)t, V);
     }
-    dga_status st = dga_gpt_next_logits(model, r[0].tokens + start, n - start, logits);
+    dga_status st = dga_model_next_logits(model, r[0].tokens + start, n - start, logits);
     if (st != DGA_OK) return st;
     double mx = logits[0], sum = 0.0;
-    for (int v = 1; v < cfg->vocab_size; v++)
+    for (int v = 1; v < V; v++)
         if (logits[v] > mx) mx = logits[v];
-    for (int v = 0; v < cfg->vocab_size; v++) sum += exp((double)logits[v] - mx);
+    for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
     const double lse = mx + log(sum);
     for (int c = 0; c < 4; c++) ll[c] = (double)logits[r[c].tokens[n]] - lse;
     return DGA_OK;
 }
 
-dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
+dga_status dga_eval_mmlu(dga_model *model, dga_encode_fn encode, void *encode_ud,
                          const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
                          size_t n_dev, int shots, int batch, dga_mmlu_result *res, double *loglik)
 {
@@ -295,7 +279,7 @@ dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
     size_t *rest_at = malloc(4 * MMLU_CHUNK * sizeof *rest_at);
     double *ll = malloc(4 * MMLU_CHUNK * sizeof *ll);
     double *rest_ll = malloc(4 * MMLU_CHUNK * sizeof *rest_ll);
-    float *logits = malloc((size_t)dga_gpt_get_config(model)->vocab_size * sizeof *logits);
+    float *logits = malloc((size_t)dga_model_vocab(model) * sizeof *logits);
     dga_mmlu_question *shot_buf = malloc((size_t)(shots ? shots : 1) * sizeof *shot_buf);
     if (!reqs || !rest || !rest_at || !ll || !rest_ll || !logits || !shot_buf) {
         free(reqs);

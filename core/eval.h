@@ -1,5 +1,5 @@
-/* Evaluation on a GPT: held-out mean losses and lm-evaluation-harness style log-likelihood
- * scoring (MMLU). Everything goes through dga_gpt_eval (no activations stored for backward,
+/* Evaluation of a model: held-out mean losses and lm-evaluation-harness style log-likelihood
+ * scoring (MMLU). Everything goes through dga_model_eval (no activations stored for backward,
  * gradients untouched). */
 #ifndef DGA_EVAL_H
 #define DGA_EVAL_H
@@ -7,21 +7,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpt.h"
+#include "model.h"
 #include "mmlu.h"
 #include "status.h"
 
-/* Mean next-token loss over n_seqs sequences of seq_len tokens (row-major n_seqs x seq_len):
- * inputs seq[0..L-2], targets seq[1..L-1], so 2 <= seq_len <= n_ctx + 1. Token-weighted:
- * sum of NLL / number of predicted tokens. Batches of `batch` sequences (<= 0: the model's
- * max batch; more than the max batch is DGA_ERR_INVALID). */
-dga_status dga_eval_mean_loss(dga_gpt *model, const int32_t *seqs, size_t n_seqs, int seq_len,
-                              int batch, double *mean);
+/* The held-out loss: token-weighted mean next-token loss (sum of NLL over non-ignored targets
+ * / their number, 0 when there are none) over n rows of T tokens, row r's inputs at
+ * inputs + r * stride and its targets at targets + r * stride (stride >= T; stride = T for
+ * contiguous B x T blocks). Batches of `batch` rows (<= 0: the model's max batch; more than
+ * the max batch is DGA_ERR_INVALID). */
+dga_status dga_eval_mean_loss(dga_model *model, const int32_t *inputs, const int32_t *targets,
+                              size_t stride, size_t n, int T, int batch, double *mean);
 
-/* The same over explicit inputs/targets (n x T each, targets may hold DGA_IGNORE): sum of NLL
- * over non-ignored targets / their number (0 when there are none). */
-dga_status dga_eval_mean_loss_xy(dga_gpt *model, const int32_t *inputs, const int32_t *targets,
-                                 size_t n, int T, int batch, double *mean);
+/* The same over n_seqs token sequences of seq_len tokens (row-major): inputs seq[0..L-2],
+ * targets seq[1..L-1], so 2 <= seq_len <= n_ctx + 1. */
+dga_status dga_eval_mean_loss_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
+                                   int seq_len, int batch, double *mean);
 
 /* One log-likelihood request: tokens = context followed by continuation; the last n_cont
  * tokens are the continuation (1 <= n_cont <= min(n_ctx, n_tokens - 1)). As the harness does,
@@ -33,9 +34,9 @@ typedef struct {
 } dga_loglik_request;
 
 /* loglik[i] = sum of log p(continuation token | everything before it) for request i.
- * Requests are sorted by length and packed `batch` rows per dga_gpt_eval call (right-padded,
+ * Requests are sorted by length and packed `batch` rows per dga_model_eval call (right-padded,
  * DGA_IGNORE on context and padding targets). */
-dga_status dga_eval_loglik(dga_gpt *model, const dga_loglik_request *reqs, size_t n, int batch,
+dga_status dga_eval_loglik(dga_model *model, const dga_loglik_request *reqs, size_t n, int batch,
                            double *loglik);
 
 /* Tokenizer hook: *ids receives a malloc'd array of *n_ids token ids for text[0..len).
@@ -56,10 +57,10 @@ typedef struct {
  * argmax log-likelihood (first on ties). loglik (4 per question, may be NULL) gets the four
  * scores. Questions are tokenized and scored in chunks, so memory does not grow with n.
  * When the four continuations are single tokens after identical context tokens (the usual
- * case with GPT-2 style BPE), one dga_gpt_next_logits of the context gives all four (4x less
- * work); otherwise the four rows of several questions share dga_gpt_eval calls
+ * case with GPT-2 style BPE), one dga_model_next_logits of the context gives all four (4x less
+ * work); otherwise the four rows of several questions share dga_model_eval calls
  * (dga_eval_loglik). Both give the same numbers (tests/c/test_eval.c checks both). */
-dga_status dga_eval_mmlu(dga_gpt *model, dga_encode_fn encode, void *encode_ud,
+dga_status dga_eval_mmlu(dga_model *model, dga_encode_fn encode, void *encode_ud,
                          const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
                          size_t n_dev, int shots, int batch, dga_mmlu_result *res,
                          double *loglik);

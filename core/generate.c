@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt.h"
+#include "model.h"
 
 /* argmax (lowest id on ties) when temperature is 0, else a draw from softmax(logits / temp);
  * -1 if a logit is not finite. probs: V doubles of scratch. */
@@ -31,11 +31,10 @@ static int pick_token(const float *logits, int V, double temperature, dga_rng *r
     return best;   /* only reached through rounding at the very top */
 }
 
-dga_status dga_gpt_generate(dga_gpt *m, const int32_t *prompt, int n_prompt, int n_new,
+dga_status dga_model_generate(dga_model *m, const int32_t *prompt, int n_prompt, int n_new,
                             double temperature, dga_rng *rng, int32_t *out)
 {
-    const dga_gpt_config *c = dga_gpt_get_config(m);
-    const int V = c->vocab_size, ctx = c->n_ctx;
+    const int V = dga_model_vocab(m), ctx = dga_model_context(m);
     if (!prompt || n_prompt < 1) return dga_fail(DGA_ERR_INVALID, "generate: empty prompt");
     if (n_new < 0 || (n_new > 0 && !out))
         return dga_fail(DGA_ERR_INVALID, "generate: %d new tokens", n_new);
@@ -45,17 +44,14 @@ dga_status dga_gpt_generate(dga_gpt *m, const int32_t *prompt, int n_prompt, int
     if (temperature > 0 && !rng)
         return dga_fail(DGA_ERR_INVALID, "generate: sampling (temperature > 0) needs an rng");
     if (temperature > 0 && temperature < 1e-6) temperature = 0;   /* exp would overflow */
-    for (int i = 0; i < n_prompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= V)
-            return dga_fail(DGA_ERR_INVALID, "generate: prompt token %d at position %d outside "
-                            "the vocabulary [0, %d)", prompt[i], i + 1, V);
+    dga_status st = dga_model_check_ids(m, "generate", prompt, 1, n_prompt, 0);
+    if (st != DGA_OK) return st;
     int keep = n_prompt > ctx ? ctx - 1 : n_prompt;
     if (keep < 1) keep = 1;
     size_t total = (size_t)keep + (size_t)n_new;
     int32_t *seq = malloc(total * sizeof *seq);
     float *logits = malloc((size_t)V * sizeof *logits);
     double *probs = malloc((size_t)V * sizeof *probs);
-    dga_status st = DGA_OK;
     if (!seq || !logits || !probs) {
         st = dga_fail(DGA_ERR_NOMEM, "generate: out of memory for %zu tokens", total);
         goto done;
@@ -64,7 +60,7 @@ dga_status dga_gpt_generate(dga_gpt *m, const int32_t *prompt, int n_prompt, int
     size_t len = (size_t)keep;
     for (int i = 0; i < n_new; i++) {
         int win = len > (size_t)ctx ? ctx : (int)len;
-        if ((st = dga_gpt_next_logits(m, seq + (len - (size_t)win), win, logits))) goto done;
+        if ((st = dga_model_next_logits(m, seq + (len - (size_t)win), win, logits))) goto done;
         int id = pick_token(logits, V, temperature, rng, probs);
         if (id < 0) {
             st = dga_fail(DGA_ERR_INVALID, "generate: non-finite logits at new token %d "

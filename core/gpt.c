@@ -1,73 +1,130 @@
-/* GPT-2 model: parameter layout, activation arena, forward, backward, inference paths.
+/* GPT-2 model: the tensor table, the arenas, and the block's forward, backward and tangent.
  * The kernels live in ops.c; this file wires them and owns all memory. */
 #include "gpt.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
 
-/* Per-layer tensors, in Hugging Face's order inside transformer.h.N */
-enum {
-    LN1_W, LN1_B, QKV_W, QKV_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, FPROJ_W, FPROJ_B,
-    PER_LAYER
+/* A block's parameters by name. One per layer for each buffer in the parameter layout: the
+ * parameters, the gradients, and the tangent of a dga_model_jvp. */
+typedef struct {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
+    float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+} gpt_layer;
+
+/* The model's parameters by name inside one flat buffer. */
+typedef struct {
+    float *wte, *wpe, *lnf_w, *lnf_b;
+    gpt_layer *h;                      /* [n_layer] */
+} gpt_weights;
+
+typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_RESIDUAL } gpt_init;
+
+/* Shape entries: k > 0 is k * C; the vocabulary and the context are named. */
+enum { DIM_NONE = 0, DIM_V = -1, DIM_CTX = -2 };
+
+/* One parameter tensor: its checkpoint name, shape, place in the named view and init.
+ * Decay: 0 none (biases, layernorms), 1 a matrix, 2 an embedding (a matrix too). */
+typedef struct {
+    const char *name;
+    int rows, cols;                    /* cols DIM_NONE: 1-D */
+    size_t field;                      /* offsetof in gpt_layer (block) or gpt_weights */
+    gpt_init init;
+    int decay;
+} gpt_tensor_row;
+
+#define TOP(f) offsetof(gpt_weights, f)
+#define BLK(f) offsetof(gpt_layer, f)
+
+static const gpt_tensor_row head_rows[] = {
+    {"transformer.wte.weight", DIM_V, 1, TOP(wte), INIT_NORMAL, 2},
+    {"transformer.wpe.weight", DIM_CTX, 1, TOP(wpe), INIT_NORMAL, 2},
 };
 
-/* Activations of one block kept for backward. */
+/* The block, in Hugging Face's order inside transformer.h.N: adding a parameter to the block
+ * is one row here (and its use in the block functions below). */
+static const gpt_tensor_row block_rows[] = {
+    {"ln_1.weight", 1, DIM_NONE, BLK(ln1_w), INIT_ONE, 0},
+    {"ln_1.bias", 1, DIM_NONE, BLK(ln1_b), INIT_ZERO, 0},
+    {"attn.c_attn.weight", 1, 3, BLK(qkv_w), INIT_NORMAL, 1},
+    {"attn.c_attn.bias", 3, DIM_NONE, BLK(qkv_b), INIT_ZERO, 0},
+    {"attn.c_proj.weight", 1, 1, BLK(attproj_w), INIT_RESIDUAL, 1},
+    {"attn.c_proj.bias", 1, DIM_NONE, BLK(attproj_b), INIT_ZERO, 0},
+    {"ln_2.weight", 1, DIM_NONE, BLK(ln2_w), INIT_ONE, 0},
+    {"ln_2.bias", 1, DIM_NONE, BLK(ln2_b), INIT_ZERO, 0},
+    {"mlp.c_fc.weight", 1, 4, BLK(fc_w), INIT_NORMAL, 1},
+    {"mlp.c_fc.bias", 4, DIM_NONE, BLK(fc_b), INIT_ZERO, 0},
+    {"mlp.c_proj.weight", 4, 1, BLK(fcproj_w), INIT_RESIDUAL, 1},
+    {"mlp.c_proj.bias", 1, DIM_NONE, BLK(fcproj_b), INIT_ZERO, 0},
+};
+
+static const gpt_tensor_row tail_rows[] = {
+    {"transformer.ln_f.weight", 1, DIM_NONE, TOP(lnf_w), INIT_ONE, 0},
+    {"transformer.ln_f.bias", 1, DIM_NONE, TOP(lnf_b), INIT_ZERO, 0},
+};
+
+#define N_HEAD (sizeof head_rows / sizeof head_rows[0])
+#define N_BLOCK (sizeof block_rows / sizeof block_rows[0])
+#define N_TAIL (sizeof tail_rows / sizeof tail_rows[0])
+
+/* Activations of one block. Training keeps one set per layer for backward; inference and the
+ * forward-mode pass point every layer at the same buffers (att_stride 0, no LN statistics). */
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  /* [N,C], [N], [N] */
     float *qkv;                        /* [N,3C] */
-    float *att;                        /* [B,NH,T,T] softmax probabilities */
+    float *att;                        /* [B,NH,T,T] softmax probabilities, or one [T,T] */
+    int    keep_att;                   /* att holds every head (for backward) */
     float *atty;                       /* [N,C] attention output before c_proj */
     float *res2;                       /* [N,C] residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fchg;                 /* [N,4C] before / after GELU */
+    float *fch, *fchg;                 /* [N,4C] before / after GELU (may alias) */
     float *res3;                       /* [N,C] residual after the MLP = block output */
-} layer_acts;
+} gpt_acts;
 
-struct dga_gpt {
+/* The final layernorm's output and statistics. */
+typedef struct {
+    float *out, *mean, *rstd;
+} gpt_final;
+
+typedef struct {
+    dga_model base;                    /* first: a gpt * is a dga_model * */
     dga_gpt_config cfg;
-    int max_batch;
-    size_t num_params;
-    float *params, *grads;
-    int n_tensors;
     dga_tensor_info *tensors;
+    gpt_init *init;                    /* per tensor */
+    gpt_weights w, g, u;               /* params, grads, the current tangent */
 
     /* training arena */
     float *arena;
     float *x0;                         /* [N,C] embeddings */
-    layer_acts *layers;
-    float *lnf, *lnf_mean, *lnf_rstd;
+    gpt_acts *acts;                    /* [n_layer] */
+    gpt_final lnf;
     float *logits;                     /* [N,V]; holds dlogits after forward */
+    float *row_loss;                   /* [N] NLL of each position (0 where ignored) */
     float *dres, *dtmp, *dbig, *datt;  /* backward scratch: [N,C], [N,C], [N,4C], [T,T] */
     int32_t *inputs;                   /* copy of the last forward's inputs */
-    int fwd_B, fwd_T;                  /* 0 until a forward succeeded */
+    int fwd_T;
 
-    /* inference arena (eval, next_logits): one block's worth, reused layer after layer */
+    /* inference arena (eval, next_logits, hidden_sum, the primal of jvp) */
     float *iarena;
-    float *ix, *iln, *iqkv, *iatt, *iatty, *ifch, *igather, *ilogits;
+    gpt_acts infer;
+    gpt_final ilnf;
+    float *igather, *ilogits;
     int irows;                         /* rows of the lm-head chunk (igather, ilogits) */
 
-    /* tangent arena (dga_gpt_jvp), the mirror of the inference arena plus LN statistics and
-     * the attention scratch; allocated by the first dga_gpt_jvp, then reused */
+    /* tangent arena (jvp), allocated by the first jvp, then reused */
     float *tarena;
     float *tx, *tln, *tqkv, *tatty, *tfch, *tmean, *trstd, *tatt, *tgather, *tlogits;
-};
+} gpt;
 
-static float *tensor_ptr(const dga_gpt *m, float *base, int idx)
-{
-    return base + m->tensors[idx].offset;
-}
+static const dga_model_vtable gpt_vtable;
 
-static float *layer_ptr(const dga_gpt *m, float *base, int l, int which)
-{
-    return tensor_ptr(m, base, 2 + l * PER_LAYER + which);
-}
-
-/* ---------------------------------------------------------------- configuration */
+/* ---------------------------------------------------------------- configuration, layout */
 
 dga_status dga_gpt_config_check(const dga_gpt_config *cfg)
 {
@@ -88,60 +145,117 @@ dga_status dga_gpt_config_check(const dga_gpt_config *cfg)
     return DGA_OK;
 }
 
-static void add_tensor(dga_gpt *m, size_t *off, const char *name, int d0, int d1, int matrix)
+static int dim(const dga_gpt_config *c, int d)
 {
-    dga_tensor_info *t = &m->tensors[m->n_tensors++];
+    return d == DIM_V ? c->vocab_size : d == DIM_CTX ? c->n_ctx : d * c->n_embd;
+}
+
+static void add_tensor(gpt *m, size_t *off, const gpt_tensor_row *r, const char *name)
+{
+    dga_tensor_info *t = &m->tensors[m->base.n_tensors];
+    m->init[m->base.n_tensors++] = r->init;
     snprintf(t->name, sizeof t->name, "%s", name);
     t->offset = *off;
-    t->ndim = d1 > 0 ? 2 : 1;
-    t->shape[0] = d0;
-    t->shape[1] = d1 > 0 ? d1 : 0;
-    t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
-    t->is_matrix = matrix;
+    t->ndim = r->cols != DIM_NONE ? 2 : 1;
+    t->shape[0] = dim(&m->cfg, r->rows);
+    t->shape[1] = r->cols != DIM_NONE ? dim(&m->cfg, r->cols) : 0;
+    t->numel = (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1);
+    t->is_matrix = r->decay != 0;
+    t->is_embedding = r->decay == 2;
     *off += t->numel;
 }
 
-static void build_layout(dga_gpt *m)
+/* The tensor list from the three tables: wte, wpe, the blocks, ln_f. */
+static void build_layout(gpt *m)
 {
-    const int C = m->cfg.n_embd;
     size_t off = 0;
     char name[64];
-    add_tensor(m, &off, "transformer.wte.weight", m->cfg.vocab_size, C, 1);
-    add_tensor(m, &off, "transformer.wpe.weight", m->cfg.n_ctx, C, 1);
-    m->tensors[0].is_embedding = m->tensors[1].is_embedding = 1;
-    static const struct { const char *suffix; int rows, cols, matrix; } lt[PER_LAYER] = {
-        /* rows/cols in units of C; cols 0 = 1-D */
-        {"ln_1.weight", 1, 0, 0},       {"ln_1.bias", 1, 0, 0},
-        {"attn.c_attn.weight", 1, 3, 1}, {"attn.c_attn.bias", 3, 0, 0},
-        {"attn.c_proj.weight", 1, 1, 1}, {"attn.c_proj.bias", 1, 0, 0},
-        {"ln_2.weight", 1, 0, 0},       {"ln_2.bias", 1, 0, 0},
-        {"mlp.c_fc.weight", 1, 4, 1},   {"mlp.c_fc.bias", 4, 0, 0},
-        {"mlp.c_proj.weight", 4, 1, 1}, {"mlp.c_proj.bias", 1, 0, 0},
-    };
+    for (size_t j = 0; j < N_HEAD; j++) add_tensor(m, &off, &head_rows[j], head_rows[j].name);
     for (int l = 0; l < m->cfg.n_layer; l++)
-        for (int j = 0; j < PER_LAYER; j++) {
-            snprintf(name, sizeof name, "transformer.h.%d.%s", l, lt[j].suffix);
-            add_tensor(m, &off, name, lt[j].rows * C, lt[j].cols * C, lt[j].matrix);
+        for (size_t j = 0; j < N_BLOCK; j++) {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", l, block_rows[j].name);
+            add_tensor(m, &off, &block_rows[j], name);
         }
-    add_tensor(m, &off, "transformer.ln_f.weight", C, 0, 0);
-    add_tensor(m, &off, "transformer.ln_f.bias", C, 0, 0);
-    m->num_params = off;
+    for (size_t j = 0; j < N_TAIL; j++) add_tensor(m, &off, &tail_rows[j], tail_rows[j].name);
+    m->base.num_params = off;
 }
+
+/* Points the named view v at buffer base (params, grads or a tangent), in table order. */
+static void fill_view(const gpt *m, float *base, gpt_weights *v)
+{
+    const dga_tensor_info *t = m->tensors;
+    for (size_t j = 0; j < N_HEAD; j++, t++)
+        *(float **)((char *)v + head_rows[j].field) = base + t->offset;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        for (size_t j = 0; j < N_BLOCK; j++, t++)
+            *(float **)((char *)&v->h[l] + block_rows[j].field) = base + t->offset;
+    for (size_t j = 0; j < N_TAIL; j++, t++)
+        *(float **)((char *)v + tail_rows[j].field) = base + t->offset;
+}
+
+/* ---------------------------------------------------------------- arenas */
 
 enum { ARENA_TRAIN, ARENA_INFER, ARENA_TANGENT };
 
-/* Carves the arenas: first pass (base NULL) only counts floats. */
-static size_t carve(dga_gpt *m, float *base, int which)
+/* Carves one of the three arenas; with base NULL it only counts floats. */
+static size_t carve(gpt *m, float *base, int which)
 {
     const size_t C = m->cfg.n_embd, V = m->cfg.vocab_size, T = m->cfg.n_ctx;
-    const size_t N = (size_t)m->max_batch * T, NH = m->cfg.n_head;
+    const size_t N = (size_t)m->base.max_batch * T, NH = m->cfg.n_head;
     size_t off = 0;
 #define TAKE(ptr, count)                           \
     do {                                           \
         if (base) (ptr) = base + off;              \
         off += ((count) + 15) & ~(size_t)15;       \
     } while (0)
-    if (which == ARENA_TANGENT) {
+    if (which == ARENA_TRAIN) {
+        TAKE(m->x0, N * C);
+        for (int l = 0; l < m->cfg.n_layer; l++) {
+            gpt_acts *a = &m->acts[l];
+            TAKE(a->ln1, N * C);
+            TAKE(a->ln1_mean, N);
+            TAKE(a->ln1_rstd, N);
+            TAKE(a->qkv, N * 3 * C);
+            TAKE(a->att, (size_t)m->base.max_batch * NH * T * T);
+            TAKE(a->atty, N * C);
+            TAKE(a->res2, N * C);
+            TAKE(a->ln2, N * C);
+            TAKE(a->ln2_mean, N);
+            TAKE(a->ln2_rstd, N);
+            TAKE(a->fch, N * 4 * C);
+            TAKE(a->fchg, N * 4 * C);
+            TAKE(a->res3, N * C);
+            a->keep_att = 1;
+        }
+        TAKE(m->lnf.out, N * C);
+        TAKE(m->lnf.mean, N);
+        TAKE(m->lnf.rstd, N);
+        TAKE(m->logits, N * V);
+        TAKE(m->row_loss, N);
+        TAKE(m->base.seq_loss, (size_t)m->base.max_batch);
+        TAKE(m->dres, N * C);
+        TAKE(m->dtmp, N * C);
+        TAKE(m->dbig, N * 4 * C);
+        TAKE(m->datt, T * T);
+    } else if (which == ARENA_INFER) {
+        /* One block's worth, reused layer after layer: the block output res3 is the next
+         * block's input, the layernorm outputs share a buffer, GELU runs in place. */
+        gpt_acts *a = &m->infer;
+        TAKE(a->res3, N * C);
+        TAKE(a->ln1, N * C);
+        TAKE(a->qkv, N * 3 * C);
+        TAKE(a->att, T * T);
+        TAKE(a->atty, N * C);
+        TAKE(a->res2, N * C);
+        TAKE(a->fch, N * 4 * C);
+        TAKE(m->igather, (size_t)m->irows * C);
+        TAKE(m->ilogits, (size_t)m->irows * V);
+        if (base) {
+            a->ln2 = m->ilnf.out = a->ln1;
+            a->fchg = a->fch;
+            a->keep_att = 0;
+        }
+    } else {
         TAKE(m->tx, N * C);
         TAKE(m->tln, N * C);
         TAKE(m->tqkv, N * 3 * C);
@@ -152,49 +266,37 @@ static size_t carve(dga_gpt *m, float *base, int which)
         TAKE(m->tatt, 2 * T * T);
         TAKE(m->tgather, (size_t)m->irows * C);
         TAKE(m->tlogits, (size_t)m->irows * V);
-        return off;
     }
-    if (which == ARENA_INFER) {
-        TAKE(m->ix, N * C);
-        TAKE(m->iln, N * C);
-        TAKE(m->iqkv, N * 3 * C);
-        TAKE(m->iatt, T * T);
-        TAKE(m->iatty, N * C);
-        TAKE(m->ifch, N * 4 * C);
-        TAKE(m->igather, (size_t)m->irows * C);
-        TAKE(m->ilogits, (size_t)m->irows * V);
-        return off;
-    }
-    TAKE(m->x0, N * C);
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        layer_acts *a = &m->layers[l];
-        TAKE(a->ln1, N * C);
-        TAKE(a->ln1_mean, N);
-        TAKE(a->ln1_rstd, N);
-        TAKE(a->qkv, N * 3 * C);
-        TAKE(a->att, (size_t)m->max_batch * NH * T * T);
-        TAKE(a->atty, N * C);
-        TAKE(a->res2, N * C);
-        TAKE(a->ln2, N * C);
-        TAKE(a->ln2_mean, N);
-        TAKE(a->ln2_rstd, N);
-        TAKE(a->fch, N * 4 * C);
-        TAKE(a->fchg, N * 4 * C);
-        TAKE(a->res3, N * C);
-    }
-    TAKE(m->lnf, N * C);
-    TAKE(m->lnf_mean, N);
-    TAKE(m->lnf_rstd, N);
-    TAKE(m->logits, N * V);
-    TAKE(m->dres, N * C);
-    TAKE(m->dtmp, N * C);
-    TAKE(m->dbig, N * 4 * C);
-    TAKE(m->datt, T * T);
 #undef TAKE
     return off;
 }
 
-dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_gpt **out)
+static float *new_arena(gpt *m, int which)
+{
+    float *a = calloc(carve(m, NULL, which), sizeof(float));
+    if (a) carve(m, a, which);
+    return a;
+}
+
+static void gpt_destroy(dga_model *base)
+{
+    gpt *m = (gpt *)base;
+    free(m->base.params);
+    free(m->base.grads);
+    free(m->tensors);
+    free(m->init);
+    free(m->w.h);
+    free(m->g.h);
+    free(m->u.h);
+    free(m->acts);
+    free(m->arena);
+    free(m->iarena);
+    free(m->tarena);
+    free(m->inputs);
+    free(m);
+}
+
+dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_model **out)
 {
     if (!out) return dga_fail(DGA_ERR_INVALID, "dga_gpt_create: out is NULL");
     *out = NULL;
@@ -207,85 +309,65 @@ dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_gpt **ou
         return dga_fail(DGA_ERR_INVALID, "gpt: batch %d x context %d = %zu rows, at most %d",
                         max_batch, cfg->n_ctx, (size_t)max_batch * (size_t)cfg->n_ctx,
                         INT_MAX / 4);
-    dga_gpt *m = calloc(1, sizeof *m);
+    gpt *m = calloc(1, sizeof *m);
     if (!m) return dga_fail(DGA_ERR_NOMEM, "gpt: cannot allocate the model");
+    const size_t L = (size_t)cfg->n_layer, n_tensors = N_HEAD + N_BLOCK * L + N_TAIL;
+    const size_t N = (size_t)max_batch * cfg->n_ctx;
     m->cfg = *cfg;
-    m->max_batch = max_batch;
-    size_t N = (size_t)max_batch * cfg->n_ctx;
+    m->base.vt = &gpt_vtable;
+    m->base.max_batch = max_batch;
+    m->base.n_ctx = cfg->n_ctx;
+    m->base.vocab_size = cfg->vocab_size;
+    m->base.width = cfg->n_embd;
     m->irows = N < 256 ? (int)N : 256;
-    m->tensors = calloc(2 + (size_t)PER_LAYER * cfg->n_layer + 2, sizeof *m->tensors);
-    m->layers = calloc((size_t)cfg->n_layer, sizeof *m->layers);
-    if (!m->tensors || !m->layers) goto nomem;
+    m->tensors = calloc(n_tensors, sizeof *m->tensors);
+    m->init = calloc(n_tensors, sizeof *m->init);
+    m->w.h = calloc(L, sizeof(gpt_layer));
+    m->g.h = calloc(L, sizeof(gpt_layer));
+    m->u.h = calloc(L, sizeof(gpt_layer));
+    m->acts = calloc(L, sizeof *m->acts);
+    if (!m->tensors || !m->init || !m->w.h || !m->g.h || !m->u.h || !m->acts) {
+        gpt_destroy(&m->base);
+        return dga_fail(DGA_ERR_NOMEM, "gpt: cannot allocate the model");
+    }
     build_layout(m);
-    m->params = calloc(m->num_params, sizeof(float));
-    m->grads = calloc(m->num_params, sizeof(float));
+    m->base.tensors = m->tensors;
+    m->base.params = calloc(m->base.num_params, sizeof(float));
+    m->base.grads = calloc(m->base.num_params, sizeof(float));
     m->inputs = calloc(N, sizeof(int32_t));
-    size_t n_train = carve(m, NULL, ARENA_TRAIN), n_inf = carve(m, NULL, ARENA_INFER);
-    m->arena = calloc(n_train, sizeof(float));
-    m->iarena = calloc(n_inf, sizeof(float));
-    if (!m->params || !m->grads || !m->inputs || !m->arena || !m->iarena) {
-        size_t mb = (m->num_params * 2 + n_train + n_inf) * sizeof(float) >> 20;
-        dga_gpt_free(m);
+    m->arena = new_arena(m, ARENA_TRAIN);
+    m->iarena = new_arena(m, ARENA_INFER);
+    if (!m->base.params || !m->base.grads || !m->inputs || !m->arena || !m->iarena) {
+        size_t mb = (m->base.num_params * 2 + carve(m, NULL, ARENA_TRAIN) +
+                     carve(m, NULL, ARENA_INFER)) * sizeof(float) >> 20;
+        gpt_destroy(&m->base);
         return dga_fail(DGA_ERR_NOMEM,
                         "gpt: cannot allocate %zu MiB for parameters and activations (batch %d "
                         "x context %d)", mb, max_batch, cfg->n_ctx);
     }
-    carve(m, m->arena, ARENA_TRAIN);
-    carve(m, m->iarena, ARENA_INFER);
-    *out = m;
+    fill_view(m, m->base.params, &m->w);
+    fill_view(m, m->base.grads, &m->g);
+    *out = &m->base;
     return DGA_OK;
-nomem:
-    dga_gpt_free(m);
-    return dga_fail(DGA_ERR_NOMEM, "gpt: cannot allocate the model");
 }
 
-void dga_gpt_free(dga_gpt *m)
+const dga_gpt_config *dga_gpt_get_config(const dga_model *m)
 {
-    if (!m) return;
-    free(m->params);
-    free(m->grads);
-    free(m->tensors);
-    free(m->layers);
-    free(m->arena);
-    free(m->iarena);
-    free(m->tarena);
-    free(m->inputs);
-    free(m);
+    return m && m->vt == &gpt_vtable ? &((const gpt *)m)->cfg : NULL;
 }
 
-const dga_gpt_config *dga_gpt_get_config(const dga_gpt *m) { return &m->cfg; }
-int dga_gpt_max_batch(const dga_gpt *m) { return m->max_batch; }
-size_t dga_gpt_num_params(const dga_gpt *m) { return m->num_params; }
-float *dga_gpt_params(dga_gpt *m) { return m->params; }
-float *dga_gpt_grads(dga_gpt *m) { return m->grads; }
-int dga_gpt_num_tensors(const dga_gpt *m) { return m->n_tensors; }
-
-const dga_tensor_info *dga_gpt_tensor(const dga_gpt *m, int i)
+static void gpt_init_weights(dga_model *base, dga_rng *rng)
 {
-    return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
-}
-
-const dga_tensor_info *dga_gpt_find_tensor(const dga_gpt *m, const char *name)
-{
-    if (!name) return NULL;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
-    return NULL;
-}
-
-void dga_gpt_init_weights(dga_gpt *m, dga_rng *rng)
-{
+    gpt *m = (gpt *)base;
     const double std = 0.02, std_proj = 0.02 / sqrt(2.0 * m->cfg.n_layer);
-    for (int i = 0; i < m->n_tensors; i++) {
+    for (int i = 0; i < base->n_tensors; i++) {
         const dga_tensor_info *t = &m->tensors[i];
-        float *p = m->params + t->offset;
-        size_t len = strlen(t->name);
-        int is_ln_w = strstr(t->name, "ln_") && len > 7 && !strcmp(t->name + len - 7, ".weight");
-        if (t->is_matrix) {
-            double s = strstr(t->name, "c_proj.weight") ? std_proj : std;
+        float *p = base->params + t->offset;
+        if (m->init[i] == INIT_NORMAL || m->init[i] == INIT_RESIDUAL) {
+            double s = m->init[i] == INIT_RESIDUAL ? std_proj : std;
             for (size_t j = 0; j < t->numel; j++) p[j] = (float)(s * dga_rng_normal(rng));
         } else {
-            float v = is_ln_w ? 1.0f : 0.0f;
+            float v = m->init[i] == INIT_ONE ? 1.0f : 0.0f;
             for (size_t j = 0; j < t->numel; j++) p[j] = v;
         }
     }
@@ -298,191 +380,173 @@ double dga_gpt_flops_per_token(const dga_gpt_config *cfg, int T)
     return 6.0 * params_no_wpe + 12.0 * L * T * C;
 }
 
-/* ---------------------------------------------------------------- validation */
-
-static dga_status check_batch(const dga_gpt *m, const char *fn, const int32_t *inputs,
-                              const int32_t *targets, int B, int T, int need_targets,
-                              int *n_valid)
+static double gpt_flops_per_token(const dga_model *m, int T)
 {
-    const int V = m->cfg.vocab_size;
-    dga_status st = dga_interrupt_check(fn);   /* every forward of every kind passes here */
-    if (st != DGA_OK) return st;
-    if (B < 1 || B > m->max_batch)
-        return dga_fail(DGA_ERR_INVALID, "%s: batch size %d outside [1, %d] (the model's "
-                        "batch)", fn, B, m->max_batch);
-    if (T < 1 || T > m->cfg.n_ctx)
-        return dga_fail(DGA_ERR_INVALID, "%s: sequence length %d outside [1, %d] (the "
-                        "model's context)", fn, T, m->cfg.n_ctx);
-    if (!inputs) return dga_fail(DGA_ERR_INVALID, "%s: inputs is NULL", fn);
-    if (need_targets && !targets) return dga_fail(DGA_ERR_INVALID, "%s: targets is NULL", fn);
-    size_t n = (size_t)B * T;
-    for (size_t i = 0; i < n; i++)
-        if (inputs[i] < 0 || inputs[i] >= V)
-            return dga_fail(DGA_ERR_INVALID, "%s: inputs: token id %d at [%zu,%zu] (row, "
-                            "column; 1-based) outside vocabulary [0, %d)", fn, (int)inputs[i],
-                            i / T + 1, i % T + 1, V);
-    int valid = 0;
-    if (targets)
-        for (size_t i = 0; i < n; i++) {
-            if (targets[i] == DGA_IGNORE) continue;
-            if (targets[i] < 0 || targets[i] >= V)
-                return dga_fail(DGA_ERR_INVALID, "%s: targets: token id %d at [%zu,%zu] (row, "
-                                "column; 1-based) outside vocabulary [0, %d) and not %d "
-                                "(ignore)", fn, (int)targets[i], i / T + 1, i % T + 1, V,
-                                DGA_IGNORE);
-            valid++;
-        }
-    if (n_valid) *n_valid = valid;
-    return DGA_OK;
+    return dga_gpt_flops_per_token(&((const gpt *)m)->cfg, T);
 }
 
-/* ---------------------------------------------------------------- training */
+/* ---------------------------------------------------------------- the block */
 
-dga_status dga_gpt_forward(dga_gpt *m, const int32_t *inputs, const int32_t *targets, int B,
-                           int T, float *loss)
+/* res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))),  res2 = x + c_proj(attn(c_attn(ln_1(x)))) */
+static void block_forward(const gpt *m, const gpt_layer *w, gpt_acts *a, const float *x, int B,
+                          int T)
 {
-    int n_valid = 0;
-    m->fwd_B = m->fwd_T = 0;
-    dga_status st = check_batch(m, "forward", inputs, targets, B, T, 1, &n_valid);
-    if (st != DGA_OK) return st;
-    const int C = m->cfg.n_embd, NH = m->cfg.n_head, V = m->cfg.vocab_size;
+    const int C = m->cfg.n_embd, NH = m->cfg.n_head;
     const size_t N = (size_t)B * T;
-    float *p = m->params;
-    memcpy(m->inputs, inputs, N * sizeof *inputs);
+    dga_op_layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N, C);
+    dga_op_linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, C, 3 * C);
+    dga_op_attention_fwd(a->atty, a->att, a->keep_att ? (size_t)T * T : 0, a->qkv, B, T, C,
+                         NH);
+    dga_op_linear_fwd(a->res2, a->atty, w->attproj_w, w->attproj_b, N, C, C);
+    dga_op_residual_fwd(a->res2, a->res2, x, N * C);
+    dga_op_layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2_w, w->ln2_b, N, C);
+    dga_op_linear_fwd(a->fch, a->ln2, w->fc_w, w->fc_b, N, C, 4 * C);
+    dga_op_gelu_fwd(a->fchg, a->fch, N * 4 * C);
+    dga_op_linear_fwd(a->res3, a->fchg, w->fcproj_w, w->fcproj_b, N, 4 * C, C);
+    dga_op_residual_fwd(a->res3, a->res3, a->res2, N * C);
+}
 
-    dga_op_embed_fwd(m->x0, inputs, tensor_ptr(m, p, 0), tensor_ptr(m, p, 1), B, T, C);
-    const float *x = m->x0;
+/* On entry m->dres holds d res3; on return d x (the block's input). */
+static void block_backward(gpt *m, const gpt_layer *w, gpt_layer *g, const gpt_acts *a,
+                           const float *x, int B, int T)
+{
+    const int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    const size_t N = (size_t)B * T;
+    dga_op_linear_bwd(m->dbig, g->fcproj_w, g->fcproj_b, m->dres, a->fchg, w->fcproj_w, N,
+                      4 * C, C);
+    dga_op_gelu_bwd(m->dbig, a->fch, m->dbig, N * 4 * C);
+    dga_op_linear_bwd(m->dtmp, g->fc_w, g->fc_b, m->dbig, a->ln2, w->fc_w, N, C, 4 * C);
+    dga_op_layernorm_bwd(m->dres, g->ln2_w, g->ln2_b, m->dtmp, a->res2, w->ln2_w, a->ln2_mean,
+                         a->ln2_rstd, N, C);
+    /* dres is d res2 here */
+    dga_op_linear_bwd(m->dtmp, g->attproj_w, g->attproj_b, m->dres, a->atty, w->attproj_w, N, C,
+                      C);
+    dga_op_attention_bwd(m->dbig, m->datt, m->dtmp, a->qkv, a->att, B, T, C, NH);
+    dga_op_linear_bwd(m->dtmp, g->qkv_w, g->qkv_b, m->dbig, a->ln1, w->qkv_w, N, C, 3 * C);
+    dga_op_layernorm_bwd(m->dres, g->ln1_w, g->ln1_b, m->dtmp, x, w->ln1_w, a->ln1_mean,
+                         a->ln1_rstd, N, C);
+}
+
+/* The block and its tangent, op by op, on the inference buffers (primal) and the tangent
+ * arena: each tangent rule needs the primal values of its own op only, so one block's worth
+ * of both is all that is ever held. x / tx: the block's input and its tangent, updated in
+ * place to the output. */
+static void block_jvp(gpt *m, const gpt_layer *w, const gpt_layer *u, int B, int T)
+{
+    const int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    const size_t N = (size_t)B * T;
+    gpt_acts *a = &m->infer;
+    float *x = a->res3, *ln = a->ln1;
+    dga_op_layernorm_fwd(ln, m->tmean, m->trstd, x, w->ln1_w, w->ln1_b, N, C);
+    dga_op_layernorm_jvp(m->tln, x, m->tx, w->ln1_w, u->ln1_w, u->ln1_b, m->tmean, m->trstd, N,
+                         C);
+    dga_op_linear_fwd(a->qkv, ln, w->qkv_w, w->qkv_b, N, C, 3 * C);
+    dga_op_linear_jvp(m->tqkv, ln, m->tln, w->qkv_w, u->qkv_w, u->qkv_b, N, C, 3 * C);
+    dga_op_attention_jvp(a->atty, m->tatty, m->tatt, a->qkv, m->tqkv, B, T, C, NH);
+    dga_op_linear_fwd(ln, a->atty, w->attproj_w, w->attproj_b, N, C, C);
+    dga_op_linear_jvp(m->tln, a->atty, m->tatty, w->attproj_w, u->attproj_w, u->attproj_b, N, C,
+                      C);
+    dga_op_residual_fwd(x, x, ln, N * C);
+    dga_op_residual_jvp(m->tx, m->tx, m->tln, N * C);
+    dga_op_layernorm_fwd(ln, m->tmean, m->trstd, x, w->ln2_w, w->ln2_b, N, C);
+    dga_op_layernorm_jvp(m->tln, x, m->tx, w->ln2_w, u->ln2_w, u->ln2_b, m->tmean, m->trstd, N,
+                         C);
+    dga_op_linear_fwd(a->fch, ln, w->fc_w, w->fc_b, N, C, 4 * C);
+    dga_op_linear_jvp(m->tfch, ln, m->tln, w->fc_w, u->fc_w, u->fc_b, N, C, 4 * C);
+    /* the tangent first: it needs the pre-activation the in-place GELU overwrites */
+    dga_op_gelu_jvp(m->tfch, a->fch, m->tfch, N * 4 * C);
+    dga_op_gelu_fwd(a->fch, a->fch, N * 4 * C);
+    dga_op_linear_fwd(ln, a->fch, w->fcproj_w, w->fcproj_b, N, 4 * C, C);
+    dga_op_linear_jvp(m->tln, a->fch, m->tfch, w->fcproj_w, u->fcproj_w, u->fcproj_b, N, 4 * C,
+                      C);
+    dga_op_residual_fwd(x, x, ln, N * C);
+    dga_op_residual_jvp(m->tx, m->tx, m->tln, N * C);
+}
+
+/* ---------------------------------------------------------------- the trunk */
+
+/* Embedding, blocks and final layernorm, shared by training (activations kept per layer) and
+ * inference (one block's buffers reused). Returns the final layernorm's output [B*T, C]. */
+static const float *trunk_forward(gpt *m, const int32_t *inputs, int B, int T, int train)
+{
+    const int C = m->cfg.n_embd;
+    float *x0 = train ? m->x0 : m->infer.res3;
+    gpt_final *f = train ? &m->lnf : &m->ilnf;
+    dga_op_embed_fwd(x0, inputs, m->w.wte, m->w.wpe, B, T, C);
+    const float *x = x0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        layer_acts *a = &m->layers[l];
-        dga_op_layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, layer_ptr(m, p, l, LN1_W),
-                             layer_ptr(m, p, l, LN1_B), N, C);
-        dga_op_linear_fwd(a->qkv, a->ln1, layer_ptr(m, p, l, QKV_W), layer_ptr(m, p, l, QKV_B),
-                          N, C, 3 * C);
-        dga_op_attention_fwd(a->atty, a->att, (size_t)T * T, a->qkv, B, T, C, NH);
-        dga_op_linear_fwd(a->res2, a->atty, layer_ptr(m, p, l, APROJ_W),
-                          layer_ptr(m, p, l, APROJ_B), N, C, C);
-        dga_op_residual_fwd(a->res2, a->res2, x, N * C);
-        dga_op_layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
-                             layer_ptr(m, p, l, LN2_W), layer_ptr(m, p, l, LN2_B), N, C);
-        dga_op_linear_fwd(a->fch, a->ln2, layer_ptr(m, p, l, FC_W), layer_ptr(m, p, l, FC_B), N,
-                          C, 4 * C);
-        dga_op_gelu_fwd(a->fchg, a->fch, N * 4 * C);
-        dga_op_linear_fwd(a->res3, a->fchg, layer_ptr(m, p, l, FPROJ_W),
-                          layer_ptr(m, p, l, FPROJ_B), N, 4 * C, C);
-        dga_op_residual_fwd(a->res3, a->res3, a->res2, N * C);
+        gpt_acts *a = train ? &m->acts[l] : &m->infer;
+        block_forward(m, &m->w.h[l], a, x, B, T);
         x = a->res3;
     }
-    int lf = 2 + PER_LAYER * m->cfg.n_layer;
-    dga_op_layernorm_fwd(m->lnf, m->lnf_mean, m->lnf_rstd, x, tensor_ptr(m, p, lf),
-                         tensor_ptr(m, p, lf + 1), N, C);
-    dga_op_lmhead_fwd(m->logits, m->lnf, tensor_ptr(m, p, 0), N, C, V);
+    dga_op_layernorm_fwd(f->out, f->mean, f->rstd, x, m->w.lnf_w, m->w.lnf_b, (size_t)B * T, C);
+    return f->out;
+}
+
+static dga_status gpt_forward(dga_model *base, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, int n_valid, float *loss)
+{
+    gpt *m = (gpt *)base;
+    const int V = m->cfg.vocab_size;
+    const size_t N = (size_t)B * T;
+    memcpy(m->inputs, inputs, N * sizeof *inputs);
+    const float *h = trunk_forward(m, inputs, B, T, 1);
+    dga_op_lmhead_fwd(m->logits, h, m->w.wte, N, m->cfg.n_embd, V);
     /* The loss is a mean over valid targets, so its gradient w.r.t. the logits is known
      * now: the fused kernel leaves dlogits in place of the logits. */
     float dscale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
-    double total = dga_op_xent_fwd_bwd(m->logits, targets, N, V, dscale);
+    double total = dga_op_xent_fwd_bwd(m->logits, m->row_loss, targets, N, V, dscale);
     if (loss) *loss = n_valid > 0 ? (float)(total / n_valid) : 0.0f;
-    m->fwd_B = B;
+    for (int b = 0; b < B; b++) {
+        double s = 0;
+        int n = 0;
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            s += m->row_loss[i];
+            n += targets[i] != DGA_IGNORE;
+        }
+        base->seq_loss[b] = n > 0 ? (float)(s / n) : 0.0f;
+    }
     m->fwd_T = T;
     return DGA_OK;
 }
 
-dga_status dga_gpt_backward(dga_gpt *m)
+static dga_status gpt_backward(dga_model *base)
 {
-    const int B = m->fwd_B, T = m->fwd_T;
-    if (B == 0)
-        return dga_fail(DGA_ERR_INVALID, "backward: no forward pass to differentiate (call "
-                        "forward first; a failed forward clears it)");
-    const int C = m->cfg.n_embd, NH = m->cfg.n_head, V = m->cfg.vocab_size, L = m->cfg.n_layer;
+    gpt *m = (gpt *)base;
+    const int B = base->fwd_B, T = m->fwd_T, L = m->cfg.n_layer;
+    const int C = m->cfg.n_embd, V = m->cfg.vocab_size;
     const size_t N = (size_t)B * T;
-    float *p = m->params, *g = m->grads;
-    int lf = 2 + PER_LAYER * L;
-    const float *x_last = L > 0 ? m->layers[L - 1].res3 : m->x0;
-
-    dga_op_lmhead_bwd(m->dtmp, tensor_ptr(m, g, 0), m->logits, m->lnf, tensor_ptr(m, p, 0), N,
-                      C, V);
+    const float *x_last = L > 0 ? m->acts[L - 1].res3 : m->x0;
+    dga_op_lmhead_bwd(m->dtmp, m->g.wte, m->logits, m->lnf.out, m->w.wte, N, C, V);
     memset(m->dres, 0, N * C * sizeof(float));
-    dga_op_layernorm_bwd(m->dres, tensor_ptr(m, g, lf), tensor_ptr(m, g, lf + 1), m->dtmp,
-                         x_last, tensor_ptr(m, p, lf), m->lnf_mean, m->lnf_rstd, N, C);
-    for (int l = L - 1; l >= 0; l--) {
-        layer_acts *a = &m->layers[l];
-        const float *x = l > 0 ? m->layers[l - 1].res3 : m->x0;
-        /* res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres is d res3 here */
-        dga_op_linear_bwd(m->dbig, layer_ptr(m, g, l, FPROJ_W), layer_ptr(m, g, l, FPROJ_B),
-                          m->dres, a->fchg, layer_ptr(m, p, l, FPROJ_W), N, 4 * C, C);
-        dga_op_gelu_bwd(m->dbig, a->fch, m->dbig, N * 4 * C);
-        dga_op_linear_bwd(m->dtmp, layer_ptr(m, g, l, FC_W), layer_ptr(m, g, l, FC_B), m->dbig,
-                          a->ln2, layer_ptr(m, p, l, FC_W), N, C, 4 * C);
-        dga_op_layernorm_bwd(m->dres, layer_ptr(m, g, l, LN2_W), layer_ptr(m, g, l, LN2_B),
-                             m->dtmp, a->res2, layer_ptr(m, p, l, LN2_W), a->ln2_mean,
-                             a->ln2_rstd, N, C);
-        /* res2 = x + c_proj(attn(c_attn(ln_1(x)))); dres is d res2 here */
-        dga_op_linear_bwd(m->dtmp, layer_ptr(m, g, l, APROJ_W), layer_ptr(m, g, l, APROJ_B),
-                          m->dres, a->atty, layer_ptr(m, p, l, APROJ_W), N, C, C);
-        dga_op_attention_bwd(m->dbig, m->datt, m->dtmp, a->qkv, a->att, B, T, C, NH);
-        dga_op_linear_bwd(m->dtmp, layer_ptr(m, g, l, QKV_W), layer_ptr(m, g, l, QKV_B), m->dbig,
-                          a->ln1, layer_ptr(m, p, l, QKV_W), N, C, 3 * C);
-        dga_op_layernorm_bwd(m->dres, layer_ptr(m, g, l, LN1_W), layer_ptr(m, g, l, LN1_B),
-                             m->dtmp, x, layer_ptr(m, p, l, LN1_W), a->ln1_mean, a->ln1_rstd,
-                             N, C);
-    }
-    dga_op_embed_bwd(tensor_ptr(m, g, 0), tensor_ptr(m, g, 1), m->dres, m->inputs, B, T, C);
+    dga_op_layernorm_bwd(m->dres, m->g.lnf_w, m->g.lnf_b, m->dtmp, x_last, m->w.lnf_w,
+                         m->lnf.mean, m->lnf.rstd, N, C);
+    for (int l = L - 1; l >= 0; l--)
+        block_backward(m, &m->w.h[l], &m->g.h[l], &m->acts[l], l > 0 ? m->acts[l - 1].res3 : m->x0,
+                       B, T);
+    dga_op_embed_bwd(m->g.wte, m->g.wpe, m->dres, m->inputs, B, T, C);
     return DGA_OK;
 }
 
-void dga_gpt_zero_grad(dga_gpt *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
-
 /* ---------------------------------------------------------------- inference */
 
-/* Runs the blocks on B x T valid tokens with the inference arena; leaves ln_f(x) in iln. */
-static void infer_trunk(dga_gpt *m, const int32_t *inputs, int B, int T)
+static dga_status gpt_hidden_sum(dga_model *base, const int32_t *tokens, int n, float *out)
 {
-    const int C = m->cfg.n_embd, NH = m->cfg.n_head;
-    const size_t N = (size_t)B * T;
-    float *p = m->params;
-    dga_op_embed_fwd(m->ix, inputs, tensor_ptr(m, p, 0), tensor_ptr(m, p, 1), B, T, C);
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        dga_op_layernorm_fwd(m->iln, NULL, NULL, m->ix, layer_ptr(m, p, l, LN1_W),
-                             layer_ptr(m, p, l, LN1_B), N, C);
-        dga_op_linear_fwd(m->iqkv, m->iln, layer_ptr(m, p, l, QKV_W),
-                          layer_ptr(m, p, l, QKV_B), N, C, 3 * C);
-        dga_op_attention_fwd(m->iatty, m->iatt, 0, m->iqkv, B, T, C, NH);
-        dga_op_linear_fwd(m->iln, m->iatty, layer_ptr(m, p, l, APROJ_W),
-                          layer_ptr(m, p, l, APROJ_B), N, C, C);
-        dga_op_residual_fwd(m->ix, m->ix, m->iln, N * C);
-        dga_op_layernorm_fwd(m->iln, NULL, NULL, m->ix, layer_ptr(m, p, l, LN2_W),
-                             layer_ptr(m, p, l, LN2_B), N, C);
-        dga_op_linear_fwd(m->ifch, m->iln, layer_ptr(m, p, l, FC_W), layer_ptr(m, p, l, FC_B),
-                          N, C, 4 * C);
-        dga_op_gelu_fwd(m->ifch, m->ifch, N * 4 * C);
-        dga_op_linear_fwd(m->iln, m->ifch, layer_ptr(m, p, l, FPROJ_W),
-                          layer_ptr(m, p, l, FPROJ_B), N, 4 * C, C);
-        dga_op_residual_fwd(m->ix, m->ix, m->iln, N * C);
-    }
-    int lf = 2 + PER_LAYER * m->cfg.n_layer;
-    dga_op_layernorm_fwd(m->iln, NULL, NULL, m->ix, tensor_ptr(m, p, lf),
-                         tensor_ptr(m, p, lf + 1), N, C);
-}
-
-dga_status dga_gpt_hidden_sum(dga_gpt *m, const int32_t *tokens, int n, float *out)
-{
-    if (!out) return dga_fail(DGA_ERR_INVALID, "hidden_sum: out is NULL");
-    dga_status st = check_batch(m, "hidden_sum", tokens, NULL, 1, n, 0, NULL);
-    if (st != DGA_OK) return st;
+    gpt *m = (gpt *)base;
     const int C = m->cfg.n_embd;
-    infer_trunk(m, tokens, 1, n);
-    for (int t = 0; t < n; t++) {
-        const float *h = m->iln + (size_t)t * C;
-        for (int c = 0; c < C; c++) out[c] += h[c];
-    }
+    const float *h = trunk_forward(m, tokens, 1, n, 0);
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < C; c++) out[c] += h[(size_t)t * C + c];
     return DGA_OK;
 }
 
 /* The next chunk of positions that have a target, scanning from *cursor: at most irows of
- * them, their final-layernorm rows (iln) gathered into igather and, when tangent is given
- * (the tangent arena's tln), their tangents into tgather; rows[] gets their positions.
- * Returns how many (0 once the targets are exhausted). The lm head then runs on the
- * gathered rows only: MMLU scoring has one target per sequence. */
-static int gather_target_rows(dga_gpt *m, const int32_t *targets, size_t N, size_t *cursor,
+ * them, their final-layernorm rows gathered into igather and, when tangent is given (the
+ * tangent arena's tln), their tangents into tgather; rows[] gets their positions. Returns
+ * how many (0 once the targets are exhausted). The lm head then runs on the gathered rows
+ * only: MMLU scoring has one target per sequence. */
+static int gather_target_rows(gpt *m, const int32_t *targets, size_t N, size_t *cursor,
                               const float *tangent, size_t *rows)
 {
     const size_t C = (size_t)m->cfg.n_embd;
@@ -490,7 +554,7 @@ static int gather_target_rows(dga_gpt *m, const int32_t *targets, size_t N, size
     size_t i = *cursor;
     for (; i < N && k < m->irows; i++) {
         if (targets[i] == DGA_IGNORE) continue;
-        memcpy(m->igather + k * C, m->iln + i * C, C * sizeof(float));
+        memcpy(m->igather + k * C, m->ilnf.out + i * C, C * sizeof(float));
         if (tangent) memcpy(m->tgather + k * C, tangent + i * C, C * sizeof(float));
         rows[k++] = i;
     }
@@ -498,23 +562,21 @@ static int gather_target_rows(dga_gpt *m, const int32_t *targets, size_t N, size
     return k;
 }
 
-dga_status dga_gpt_eval(dga_gpt *m, const int32_t *inputs, const int32_t *targets, int B,
-                        int T, double *seq_nll, int *seq_count)
+static dga_status gpt_eval(dga_model *base, const int32_t *inputs, const int32_t *targets,
+                           int B, int T, double *seq_nll, int *seq_count)
 {
-    dga_status st = check_batch(m, "eval", inputs, targets, B, T, 1, NULL);
-    if (st != DGA_OK) return st;
+    gpt *m = (gpt *)base;
     const int C = m->cfg.n_embd, V = m->cfg.vocab_size;
     const size_t N = (size_t)B * T;
     for (int b = 0; b < B; b++) {
         if (seq_nll) seq_nll[b] = 0.0;
         if (seq_count) seq_count[b] = 0;
     }
-    infer_trunk(m, inputs, B, T);
-    /* Only rows with a target reach the lm head (MMLU scoring has one per sequence). */
+    trunk_forward(m, inputs, B, T, 0);
     size_t row[256];
     size_t i = 0;
     for (int k; (k = gather_target_rows(m, targets, N, &i, NULL, row)) > 0;) {
-        dga_op_lmhead_fwd(m->ilogits, m->igather, tensor_ptr(m, m->params, 0), (size_t)k, C, V);
+        dga_op_lmhead_fwd(m->ilogits, m->igather, m->w.wte, (size_t)k, C, V);
         for (int r = 0; r < k; r++) {
             double nll = dga_op_xent_row(m->ilogits + (size_t)r * V, V, targets[row[r]]);
             size_t b = row[r] / T;
@@ -525,83 +587,39 @@ dga_status dga_gpt_eval(dga_gpt *m, const int32_t *inputs, const int32_t *target
     return DGA_OK;
 }
 
-dga_status dga_gpt_next_logits(dga_gpt *m, const int32_t *tokens, int n, float *logits)
+static dga_status gpt_next_logits(dga_model *base, const int32_t *tokens, int n, float *logits)
 {
-    if (!logits) return dga_fail(DGA_ERR_INVALID, "next_logits: logits is NULL");
-    dga_status st = check_batch(m, "next_logits", tokens, NULL, 1, n, 0, NULL);
-    if (st != DGA_OK) return st;
+    gpt *m = (gpt *)base;
     const int C = m->cfg.n_embd;
-    infer_trunk(m, tokens, 1, n);
-    dga_op_lmhead_fwd(logits, m->iln + (size_t)(n - 1) * C, m->params, 1, C,
-                      m->cfg.vocab_size);
+    const float *h = trunk_forward(m, tokens, 1, n, 0);
+    dga_op_lmhead_fwd(logits, h + (size_t)(n - 1) * C, m->w.wte, 1, C, m->cfg.vocab_size);
     return DGA_OK;
 }
 
 /* ---------------------------------------------------------------- forward mode */
 
-/* The inference trunk and lm head (primal, in the inference arena) interleaved with their
- * tangents (in the tangent arena), op by op: each tangent rule needs the primal values of
- * its own op only, so one block's worth of both is all that is ever held. */
-dga_status dga_gpt_jvp(dga_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
-                       const float *tangent, double *loss, double *dloss)
+/* The inference trunk and lm head interleaved with their tangents (block_jvp). */
+static dga_status gpt_jvp(dga_model *base, const int32_t *inputs, const int32_t *targets, int B,
+                          int T, int n_valid, const float *tangent, double *loss, double *dloss)
 {
-    int n_valid = 0;
-    dga_status st = check_batch(m, "jvp", inputs, targets, B, T, 1, &n_valid);
-    if (st != DGA_OK) return st;
-    if (!tangent) return dga_fail(DGA_ERR_INVALID, "jvp: tangent is NULL");
-    if (!m->tarena) {
-        float *a = calloc(carve(m, NULL, ARENA_TANGENT), sizeof(float));
-        if (!a)
-            return dga_fail(DGA_ERR_NOMEM, "jvp: cannot allocate %zu MiB for the tangent "
-                            "activations (batch %d x context %d)",
-                            carve(m, NULL, ARENA_TANGENT) * sizeof(float) >> 20, m->max_batch,
-                            m->cfg.n_ctx);
-        m->tarena = a;
-        carve(m, a, ARENA_TANGENT);
-    }
-    const int C = m->cfg.n_embd, NH = m->cfg.n_head, V = m->cfg.vocab_size;
+    gpt *m = (gpt *)base;
+    if (!m->tarena && !(m->tarena = new_arena(m, ARENA_TANGENT)))
+        return dga_fail(DGA_ERR_NOMEM, "jvp: cannot allocate %zu MiB for the tangent "
+                        "activations (batch %d x context %d)",
+                        carve(m, NULL, ARENA_TANGENT) * sizeof(float) >> 20, base->max_batch,
+                        m->cfg.n_ctx);
+    const int C = m->cfg.n_embd, V = m->cfg.vocab_size;
     const size_t N = (size_t)B * T;
-    float *p = m->params, *u = (float *)tangent;   /* u is only read (tensor_ptr is not const) */
+    const gpt_weights *w = &m->w, *u = &m->u;
+    fill_view(m, (float *)tangent, &m->u);   /* only read through u */
 
-    dga_op_embed_fwd(m->ix, inputs, tensor_ptr(m, p, 0), tensor_ptr(m, p, 1), B, T, C);
-    dga_op_embed_jvp(m->tx, inputs, tensor_ptr(m, u, 0), tensor_ptr(m, u, 1), B, T, C);
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-#define P_(w) layer_ptr(m, p, l, w)
-#define U_(w) layer_ptr(m, u, l, w)
-        /* x = x + c_proj(attn(c_attn(ln_1(x)))) */
-        dga_op_layernorm_fwd(m->iln, m->tmean, m->trstd, m->ix, P_(LN1_W), P_(LN1_B), N, C);
-        dga_op_layernorm_jvp(m->tln, m->ix, m->tx, P_(LN1_W), U_(LN1_W), U_(LN1_B), m->tmean,
-                             m->trstd, N, C);
-        dga_op_linear_fwd(m->iqkv, m->iln, P_(QKV_W), P_(QKV_B), N, C, 3 * C);
-        dga_op_linear_jvp(m->tqkv, m->iln, m->tln, P_(QKV_W), U_(QKV_W), U_(QKV_B), N, C, 3 * C);
-        dga_op_attention_jvp(m->iatty, m->tatty, m->tatt, m->iqkv, m->tqkv, B, T, C, NH);
-        dga_op_linear_fwd(m->iln, m->iatty, P_(APROJ_W), P_(APROJ_B), N, C, C);
-        dga_op_linear_jvp(m->tln, m->iatty, m->tatty, P_(APROJ_W), U_(APROJ_W), U_(APROJ_B), N,
-                          C, C);
-        dga_op_residual_fwd(m->ix, m->ix, m->iln, N * C);
-        dga_op_residual_jvp(m->tx, m->tx, m->tln, N * C);
-        /* x = x + c_proj(gelu(c_fc(ln_2(x)))) */
-        dga_op_layernorm_fwd(m->iln, m->tmean, m->trstd, m->ix, P_(LN2_W), P_(LN2_B), N, C);
-        dga_op_layernorm_jvp(m->tln, m->ix, m->tx, P_(LN2_W), U_(LN2_W), U_(LN2_B), m->tmean,
-                             m->trstd, N, C);
-        dga_op_linear_fwd(m->ifch, m->iln, P_(FC_W), P_(FC_B), N, C, 4 * C);
-        dga_op_linear_jvp(m->tfch, m->iln, m->tln, P_(FC_W), U_(FC_W), U_(FC_B), N, C, 4 * C);
-        /* the tangent first: it needs the pre-activation the in-place GELU overwrites */
-        dga_op_gelu_jvp(m->tfch, m->ifch, m->tfch, N * 4 * C);
-        dga_op_gelu_fwd(m->ifch, m->ifch, N * 4 * C);
-        dga_op_linear_fwd(m->iln, m->ifch, P_(FPROJ_W), P_(FPROJ_B), N, 4 * C, C);
-        dga_op_linear_jvp(m->tln, m->ifch, m->tfch, P_(FPROJ_W), U_(FPROJ_W), U_(FPROJ_B), N,
-                          4 * C, C);
-        dga_op_residual_fwd(m->ix, m->ix, m->iln, N * C);
-        dga_op_residual_jvp(m->tx, m->tx, m->tln, N * C);
-#undef P_
-#undef U_
-    }
-    int lf = 2 + PER_LAYER * m->cfg.n_layer;
-    dga_op_layernorm_fwd(m->iln, m->tmean, m->trstd, m->ix, tensor_ptr(m, p, lf),
-                         tensor_ptr(m, p, lf + 1), N, C);
-    dga_op_layernorm_jvp(m->tln, m->ix, m->tx, tensor_ptr(m, p, lf), tensor_ptr(m, u, lf),
-                         tensor_ptr(m, u, lf + 1), m->tmean, m->trstd, N, C);
+    float *x = m->infer.res3, *ln = m->ilnf.out;
+    dga_op_embed_fwd(x, inputs, w->wte, w->wpe, B, T, C);
+    dga_op_embed_jvp(m->tx, inputs, u->wte, u->wpe, B, T, C);
+    for (int l = 0; l < m->cfg.n_layer; l++) block_jvp(m, &w->h[l], &u->h[l], B, T);
+    dga_op_layernorm_fwd(ln, m->tmean, m->trstd, x, w->lnf_w, w->lnf_b, N, C);
+    dga_op_layernorm_jvp(m->tln, x, m->tx, w->lnf_w, u->lnf_w, u->lnf_b, m->tmean, m->trstd, N,
+                         C);
 
     /* Lm head and loss on the rows with a target only, irows at a time (as in eval); the
      * head is tied, so the wte tangent enters here a second time. */
@@ -611,9 +629,8 @@ dga_status dga_gpt_jvp(dga_gpt *m, const int32_t *inputs, const int32_t *targets
     size_t row[256], i = 0;
     for (int k; (k = gather_target_rows(m, targets, N, &i, m->tln, row)) > 0;) {
         for (int r = 0; r < k; r++) tg[r] = targets[row[r]];
-        dga_op_lmhead_fwd(m->ilogits, m->igather, tensor_ptr(m, p, 0), (size_t)k, C, V);
-        dga_op_lmhead_jvp(m->tlogits, m->igather, m->tgather, tensor_ptr(m, p, 0),
-                          tensor_ptr(m, u, 0), (size_t)k, C, V);
+        dga_op_lmhead_fwd(m->ilogits, m->igather, w->wte, (size_t)k, C, V);
+        dga_op_lmhead_jvp(m->tlogits, m->igather, m->tgather, w->wte, u->wte, (size_t)k, C, V);
         double d = 0.0;
         total += dga_op_xent_jvp(m->ilogits, m->tlogits, tg, (size_t)k, V, dscale, &d);
         dtotal += d;
@@ -622,3 +639,16 @@ dga_status dga_gpt_jvp(dga_gpt *m, const int32_t *inputs, const int32_t *targets
     if (dloss) *dloss = dtotal;
     return DGA_OK;
 }
+
+static const dga_model_vtable gpt_vtable = {
+    .arch = "gpt2",
+    .forward = gpt_forward,
+    .backward = gpt_backward,
+    .eval = gpt_eval,
+    .jvp = gpt_jvp,
+    .next_logits = gpt_next_logits,
+    .hidden_sum = gpt_hidden_sum,
+    .init_weights = gpt_init_weights,
+    .flops_per_token = gpt_flops_per_token,
+    .destroy = gpt_destroy,
+};

@@ -144,10 +144,10 @@ void dga_op_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t
         }
 }
 
-void dga_op_embed_jvp(float *dout, const int32_t *tok, const float *dwte, const float *dwpe,
+void dga_op_embed_jvp(float *tout, const int32_t *tok, const float *twte, const float *twpe,
                       int B, int T, int C)
 {
-    dga_op_embed_fwd(dout, tok, dwte, dwpe, B, T, C);
+    dga_op_embed_fwd(tout, tok, twte, twpe, B, T, C);
 }
 
 /* ---------------------------------------------------------------- layernorm */
@@ -213,26 +213,26 @@ void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
     }
 }
 
-void dga_op_layernorm_jvp(float *dout, const float *inp, const float *dinp, const float *w,
-                          const float *dw, const float *db, const float *mean,
+void dga_op_layernorm_jvp(float *tout, const float *inp, const float *tinp, const float *w,
+                          const float *tw, const float *tb, const float *mean,
                           const float *rstd, size_t N, int C)
 {
     for (size_t i = 0; i < N; i++) {
-        const float *x = inp + i * C, *dx = dinp + i * C;
-        float *o = dout + i * C;
+        const float *x = inp + i * C, *tx = tinp + i * C;
+        float *o = tout + i * C;
         float m = mean[i], r = rstd[i];
-        /* d(x - m) = dx - mean(dx); d rstd = -r^3 mean((x - m) d(x - m)), and since
-         * mean(xhat) = 0 that is -r^2 mean(xhat dx): dxhat = r (dx - mean(dx) - xhat mean(xhat dx)) */
+        /* t(x - m) = tx - mean(tx); t rstd = -r^3 mean((x - m) t(x - m)), and since
+         * mean(xhat) = 0 that is -r^2 mean(xhat tx): txhat = r (tx - mean(tx) - xhat mean(xhat tx)) */
         float as[LANES] = {0}, asx[LANES] = {0}, s = 0.0f, sx = 0.0f;
         int c = 0;
         for (; c + LANES <= C; c += LANES)
             for (int k = 0; k < LANES; k++) {
-                as[k] += dx[c + k];
-                asx[k] += dx[c + k] * ((x[c + k] - m) * r);
+                as[k] += tx[c + k];
+                asx[k] += tx[c + k] * ((x[c + k] - m) * r);
             }
         for (; c < C; c++) {
-            s += dx[c];
-            sx += dx[c] * ((x[c] - m) * r);
+            s += tx[c];
+            sx += tx[c] * ((x[c] - m) * r);
         }
         for (int k = 0; k < LANES; k++) {
             s += as[k];
@@ -242,8 +242,8 @@ void dga_op_layernorm_jvp(float *dout, const float *inp, const float *dinp, cons
         sx /= C;
         for (c = 0; c < C; c++) {
             float xhat = (x[c] - m) * r;
-            float dxhat = r * (dx[c] - s - xhat * sx);
-            o[c] = dxhat * w[c] + xhat * dw[c] + db[c];
+            float txhat = r * (tx[c] - s - xhat * sx);
+            o[c] = txhat * w[c] + xhat * tw[c] + tb[c];
         }
     }
 }
@@ -277,18 +277,18 @@ void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
     }
 }
 
-void dga_op_linear_jvp(float *dout, const float *inp, const float *dinp, const float *w,
-                       const float *dw, const float *dbias, size_t N, int IC, int OC)
+void dga_op_linear_jvp(float *tout, const float *inp, const float *tinp, const float *w,
+                       const float *tw, const float *tbias, size_t N, int IC, int OC)
 {
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, dinp, IC,
-                    w, OC, 0.0f, dout, OC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, dw,
-                OC, dinp ? 1.0f : 0.0f, dout, OC);
-    if (!dbias) return;
+    if (tinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, tinp, IC,
+                    w, OC, 0.0f, tout, OC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, tw,
+                OC, tinp ? 1.0f : 0.0f, tout, OC);
+    if (!tbias) return;
     for (size_t i = 0; i < N; i++) {
-        float *o = dout + i * OC;
-        for (int j = 0; j < OC; j++) o[j] += dbias[j];
+        float *o = tout + i * OC;
+        for (int j = 0; j < OC; j++) o[j] += tbias[j];
     }
 }
 
@@ -308,13 +308,13 @@ void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const flo
                 C, 1.0f, dwte, C);
 }
 
-void dga_op_lmhead_jvp(float *dlogits, const float *inp, const float *dinp, const float *wte,
-                       const float *dwte, size_t N, int C, int V)
+void dga_op_lmhead_jvp(float *tlogits, const float *inp, const float *tinp, const float *wte,
+                       const float *twte, size_t N, int C, int V)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, dinp, C, wte, C,
-                0.0f, dlogits, V);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, inp, C, dwte, C,
-                1.0f, dlogits, V);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, tinp, C, wte, C,
+                0.0f, tlogits, V);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, inp, C, twte, C,
+                1.0f, tlogits, V);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -417,8 +417,8 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
         }
 }
 
-void dga_op_attention_jvp(float *out, float *dout, float *scratch, const float *qkv,
-                          const float *dqkv, int B, int T, int C, int NH)
+void dga_op_attention_jvp(float *out, float *tout, float *scratch, const float *qkv,
+                          const float *tqkv, int B, int T, int C, int NH)
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -427,17 +427,17 @@ void dga_op_attention_jvp(float *out, float *dout, float *scratch, const float *
         for (int h = 0; h < NH; h++) {
             size_t qo = (size_t)b * T * C3 + (size_t)h * hs, yo = (size_t)b * T * C + (size_t)h * hs;
             const float *q = qkv + qo, *k = q + C, *v = q + 2 * C;
-            const float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
-            float *y = out + yo, *dy = dout + yo;
+            const float *tq = tqkv + qo, *tk = tq + C, *tv = tq + 2 * C;
+            float *y = out + yo, *ty = tout + yo;
             /* S = scale Q K^T and dS = scale (dQ K^T + Q dK^T), same causal blocks */
             for (int i0 = 0; i0 < T; i0 += QB) {
                 int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
                             q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            dq + (size_t)i0 * C3, C3, k, C3, 0.0f, D + (size_t)i0 * T, T);
+                            tq + (size_t)i0 * C3, C3, k, C3, 0.0f, D + (size_t)i0 * T, T);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            q + (size_t)i0 * C3, C3, dk, C3, 1.0f, D + (size_t)i0 * T, T);
+                            q + (size_t)i0 * C3, C3, tk, C3, 1.0f, D + (size_t)i0 * T, T);
             }
             causal_softmax(P, T);
             /* softmax tangent: dP = P * (dS - sum_j P dS) */
@@ -448,9 +448,9 @@ void dga_op_attention_jvp(float *out, float *dout, float *scratch, const float *
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
                             P + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            D + (size_t)i0 * T, T, v, C3, 0.0f, dy + (size_t)i0 * C, C);
+                            D + (size_t)i0 * T, T, v, C3, 0.0f, ty + (size_t)i0 * C, C);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            P + (size_t)i0 * T, T, dv, C3, 1.0f, dy + (size_t)i0 * C, C);
+                            P + (size_t)i0 * T, T, tv, C3, 1.0f, ty + (size_t)i0 * C, C);
             }
         }
 }
@@ -479,9 +479,9 @@ void dga_op_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
     for (size_t i = 0; i < n; i++) dinp[i] = gelu_grad(inp[i]) * dout[i];
 }
 
-void dga_op_gelu_jvp(float *dout, const float *inp, const float *dinp, size_t n)
+void dga_op_gelu_jvp(float *tout, const float *inp, const float *tinp, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dout[i] = gelu_grad(inp[i]) * dinp[i];
+    for (size_t i = 0; i < n; i++) tout[i] = gelu_grad(inp[i]) * tinp[i];
 }
 
 void dga_op_residual_fwd(float *out, const float *a, const float *b, size_t n)
@@ -497,9 +497,9 @@ void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n)
     }
 }
 
-void dga_op_residual_jvp(float *dout, const float *da, const float *db, size_t n)
+void dga_op_residual_jvp(float *tout, const float *ta, const float *tb, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dout[i] = da[i] + db[i];
+    for (size_t i = 0; i < n; i++) tout[i] = ta[i] + tb[i];
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
@@ -516,8 +516,8 @@ double dga_op_xent_row(const float *logits, int V, int target)
     return (double)logf(sum) + (double)mx - (double)logits[target];
 }
 
-double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int V,
-                           float dscale)
+double dga_op_xent_fwd_bwd(float *logits, float *row_loss, const int32_t *targets, size_t N,
+                           int V, float dscale)
 {
     double total = 0.0;
     for (size_t i = 0; i < N; i++) {
@@ -525,12 +525,15 @@ double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int 
         int tg = targets[i];
         if (tg < 0) {
             memset(row, 0, (size_t)V * sizeof *row);
+            if (row_loss) row_loss[i] = 0.0f;
             continue;
         }
         float mx = vmax(row, V);
         float xt = row[tg];
         float sum = vexp_sum(row, mx, V);
-        total += (double)logf(sum) + (double)mx - (double)xt;
+        double nll = (double)logf(sum) + (double)mx - (double)xt;
+        if (row_loss) row_loss[i] = (float)nll;
+        total += nll;
         float s = dscale / sum;
         for (int j = 0; j < V; j++) row[j] *= s;
         row[tg] -= dscale;
@@ -538,36 +541,36 @@ double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int 
     return total;
 }
 
-double dga_op_xent_jvp(const float *logits, const float *dlogits, const int32_t *targets,
-                       size_t N, int V, float dscale, double *dloss)
+double dga_op_xent_jvp(const float *logits, const float *tlogits, const int32_t *targets,
+                       size_t N, int V, float dscale, double *tloss)
 {
-    double total = 0.0, dtotal = 0.0;
+    double total = 0.0, ttotal = 0.0;
     for (size_t i = 0; i < N; i++) {
         int tg = targets[i];
         if (tg < 0) continue;   /* the same rows dga_op_xent_fwd_bwd skips */
-        const float *row = logits + i * (size_t)V, *drow = dlogits + i * (size_t)V;
+        const float *row = logits + i * (size_t)V, *trow = tlogits + i * (size_t)V;
         float mx = vmax(row, V);
-        /* softmax . drow = sum_j e^(x_j - mx) drow_j / sum_j e^(x_j - mx), one pass */
-        float acc[LANES] = {0}, accd[LANES] = {0}, sum = 0.0f, sumd = 0.0f;
+        /* softmax . trow = sum_j e^(x_j - mx) trow_j / sum_j e^(x_j - mx), one pass */
+        float acc[LANES] = {0}, acct[LANES] = {0}, sum = 0.0f, sumt = 0.0f;
         int j = 0;
         for (; j + LANES <= V; j += LANES)
             for (int k = 0; k < LANES; k++) {
                 float e = fexp(row[j + k] - mx);
                 acc[k] += e;
-                accd[k] += e * drow[j + k];
+                acct[k] += e * trow[j + k];
             }
         for (; j < V; j++) {
             float e = fexp(row[j] - mx);
             sum += e;
-            sumd += e * drow[j];
+            sumt += e * trow[j];
         }
         for (int k = 0; k < LANES; k++) {
             sum += acc[k];
-            sumd += accd[k];
+            sumt += acct[k];
         }
         total += (double)logf(sum) + (double)mx - (double)row[tg];
-        dtotal += (double)sumd / (double)sum - (double)drow[tg];
+        ttotal += (double)sumt / (double)sum - (double)trow[tg];
     }
-    *dloss = (double)dscale * dtotal;
+    *tloss = (double)dscale * ttotal;
     return total;
 }

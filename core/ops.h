@@ -9,7 +9,8 @@
  * Forward mode: dga_op_<op>_jvp is the tangent rule of <op>. Given the primal inputs and the
  * tangents (directional derivatives along one direction) of the inputs and the parameters,
  * it writes the tangent of the output (OVERWRITTEN). A JVP is the transpose of the
- * backward: <v, jvp(u)> = <bwd(v), u> for every u and v, which is how tests check them. */
+ * backward: <v, jvp(u)> = <bwd(v), u> for every u and v, which is how tests check them.
+ * Tangents are named t* (tout, tinp, tw), gradients of the backward d* (dout, dinp, dw). */
 #ifndef DGA_OPS_H
 #define DGA_OPS_H
 
@@ -29,8 +30,8 @@ void dga_op_embed_fwd(float *out, const int32_t *tok, const float *wte, const fl
 void dga_op_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
                       int B, int T, int C);
 
-/* dout [B,T,C] = dwte[tok] + dwpe[t]: the embedding is linear in its tables. */
-void dga_op_embed_jvp(float *dout, const int32_t *tok, const float *dwte, const float *dwpe,
+/* tout [B,T,C] = twte[tok] + twpe[t]: the embedding is linear in its tables. */
+void dga_op_embed_jvp(float *tout, const int32_t *tok, const float *twte, const float *twpe,
                       int B, int T, int C);
 
 /* out = (x - mean) * rstd * w + b per row, eps 1e-5; mean, rstd [N] saved (may be NULL). */
@@ -41,11 +42,11 @@ void dga_op_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
                           const float *inp, const float *w, const float *mean,
                           const float *rstd, size_t N, int C);
 
-/* dout [N,C] = (r (dx - mean(dx) - xhat mean(xhat dx))) * w + xhat * dw + db per row, with
- * xhat = (x - mean) * rstd; inp, dinp [N,C]; w, dw, db [C]; mean, rstd [N] as saved by the
+/* tout [N,C] = (r (tx - mean(tx) - xhat mean(xhat tx))) * w + xhat * tw + tb per row, with
+ * xhat = (x - mean) * rstd; inp, tinp [N,C]; w, tw, tb [C]; mean, rstd [N] as saved by the
  * forward on the same inp. */
-void dga_op_layernorm_jvp(float *dout, const float *inp, const float *dinp, const float *w,
-                          const float *dw, const float *db, const float *mean,
+void dga_op_layernorm_jvp(float *tout, const float *inp, const float *tinp, const float *w,
+                          const float *tw, const float *tb, const float *mean,
                           const float *rstd, size_t N, int C);
 
 /* out [N,OC] = inp [N,IC] @ w [IC,OC] + bias [OC] (bias may be NULL). */
@@ -56,10 +57,10 @@ void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float
 void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
                        const float *inp, const float *w, size_t N, int IC, int OC);
 
-/* dout [N,OC] = dinp [N,IC] @ w + inp @ dw [IC,OC] + dbias [OC]: two sgemms.
- * dinp NULL: the input is constant (term skipped); dbias NULL: no bias tangent. */
-void dga_op_linear_jvp(float *dout, const float *inp, const float *dinp, const float *w,
-                       const float *dw, const float *dbias, size_t N, int IC, int OC);
+/* tout [N,OC] = tinp [N,IC] @ w + inp @ tw [IC,OC] + tbias [OC]: two sgemms.
+ * tinp NULL: the input is constant (term skipped); tbias NULL: no bias tangent. */
+void dga_op_linear_jvp(float *tout, const float *inp, const float *tinp, const float *w,
+                       const float *tw, const float *tbias, size_t N, int IC, int OC);
 
 /* Tied output head: logits [N,V] = inp [N,C] @ wte^T, wte [V,C]. */
 void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t N, int C,
@@ -68,9 +69,9 @@ void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t
 void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const float *inp,
                        const float *wte, size_t N, int C, int V);
 
-/* dlogits [N,V] = dinp [N,C] @ wte^T + inp @ dwte^T (wte, dwte [V,C]). */
-void dga_op_lmhead_jvp(float *dlogits, const float *inp, const float *dinp, const float *wte,
-                       const float *dwte, size_t N, int C, int V);
+/* tlogits [N,V] = tinp [N,C] @ wte^T + inp @ twte^T (wte, twte [V,C]). */
+void dga_op_lmhead_jvp(float *tlogits, const float *inp, const float *tinp, const float *wte,
+                       const float *twte, size_t N, int C, int V);
 
 /* Causal multi-head attention over qkv [B,T,3C] (q|k|v, heads contiguous within each):
  * out [B,T,C]. Softmax probabilities are written to att + (b*NH + h) * att_stride as [T,T]
@@ -83,47 +84,48 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
                           const float *att, int B, int T, int C, int NH);
 
 /* Forward and tangent of attention together: out [B,T,C] as dga_op_attention_fwd writes it
- * and dout [B,T,C] from dqkv [B,T,3C]. Per head, with P = softmax(S), S = scale Q K^T:
+ * and tout [B,T,C] from tqkv [B,T,3C]. Per head, with P = softmax(S), S = scale Q K^T:
  *   dS = scale (dQ K^T + Q dK^T),  dP = P * (dS - rowsum(P * dS)),  dY = dP V + P dV.
  * The probabilities of one head live only in scratch [2,T,T] (P, then dS/dP), so nothing of
  * size B*NH*T*T is stored: the tangent needs P only while its head is being processed. */
-void dga_op_attention_jvp(float *out, float *dout, float *scratch, const float *qkv,
-                          const float *dqkv, int B, int T, int C, int NH);
+void dga_op_attention_jvp(float *out, float *tout, float *scratch, const float *qkv,
+                          const float *tqkv, int B, int T, int C, int NH);
 
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 void dga_op_gelu_fwd(float *out, const float *inp, size_t n);
 /* dinp = gelu'(inp) * dout (OVERWRITTEN; dinp may alias dout). */
 void dga_op_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n);
 
-/* dout = gelu'(inp) * dinp (dout may alias dinp): elementwise, so the same numbers as the
+/* tout = gelu'(inp) * tinp (tout may alias tinp): elementwise, so the same numbers as the
  * backward, applied to a tangent instead of a cotangent. */
-void dga_op_gelu_jvp(float *dout, const float *inp, const float *dinp, size_t n);
+void dga_op_gelu_jvp(float *tout, const float *inp, const float *tinp, size_t n);
 
 /* out = a + b (out may alias a). */
 void dga_op_residual_fwd(float *out, const float *a, const float *b, size_t n);
 /* da += dout, db += dout. */
 void dga_op_residual_bwd(float *da, float *db, const float *dout, size_t n);
 
-/* dout = da + db (dout may alias da). */
-void dga_op_residual_jvp(float *dout, const float *da, const float *db, size_t n);
+/* tout = ta + tb (tout may alias ta). */
+void dga_op_residual_jvp(float *tout, const float *ta, const float *tb, size_t n);
 
 /* Negative log-likelihood -log softmax(logits)[target] of one row of V logits (double). */
 double dga_op_xent_row(const float *logits, int V, int target);
 
 /* Fused softmax + cross-entropy + its backward, for training: for each of the N rows with
- * targets[i] != DGA_IGNORE (-1), adds -log softmax(row)[target] to the returned sum and
- * replaces the row by dscale * (softmax(row) - onehot(target)); rows with ignored targets
- * become zeros. Targets must already be valid. */
-double dga_op_xent_fwd_bwd(float *logits, const int32_t *targets, size_t N, int V,
-                           float dscale);
+ * targets[i] != DGA_IGNORE (-1), adds -log softmax(row)[target] to the returned sum, stores
+ * it in row_loss[i] (row_loss may be NULL; 0 for ignored rows) and replaces the row by
+ * dscale * (softmax(row) - onehot(target)); rows with ignored targets become zeros. Targets
+ * must already be valid. */
+double dga_op_xent_fwd_bwd(float *logits, float *row_loss, const int32_t *targets, size_t N,
+                           int V, float dscale);
 
 /* Cross-entropy and its directional derivative, logits left intact: over the N rows whose
  * target is not DGA_IGNORE (exactly the rows dga_op_xent_fwd_bwd counts), returns the sum of
- * -log softmax(row)[target] and sets *dloss = dscale * sum (softmax(row) - onehot) . drow.
+ * -log softmax(row)[target] and sets *tloss = dscale * sum (softmax(row) - onehot) . trow.
  * With dscale = 1 / (number of such rows) that is the derivative of the mean loss, as
- * dga_op_xent_fwd_bwd's dscale makes its gradient. logits, dlogits [N,V]; the sums are
+ * dga_op_xent_fwd_bwd's dscale makes its gradient. logits, tlogits [N,V]; the sums are
  * accumulated in double. */
-double dga_op_xent_jvp(const float *logits, const float *dlogits, const int32_t *targets,
-                       size_t N, int V, float dscale, double *dloss);
+double dga_op_xent_jvp(const float *logits, const float *tlogits, const int32_t *targets,
+                       size_t N, int V, float dscale, double *tloss);
 
 #endif

@@ -6,7 +6,8 @@
 -- resumed run writes byte-identical rows.
 --
 -- Reading (for resume and plots): a small RFC 4180 parser (quoted fields with embedded
--- commas, quotes and newlines; CRLF or LF record ends).
+-- commas, quotes and newlines; CRLF or LF record ends) that parses every input or names the
+-- file and line where it cannot.
 --
 --   local csvlog = require "dgalib.csvlog"
 --   local log = csvlog.open(dir .. "/metrics.csv", {"step", "loss"})   -- writes the header
@@ -55,19 +56,27 @@ function M.format_record(values, n)
     return table.concat(out, ",") .. "\r\n"
 end
 
--- Parses CSV text into a list of records (lists of strings).
-function M.parse(text)
-    local records, record, field = {}, {}, {}
-    local i, n = 1, #text
-    local in_quotes, at_field_start, any = false, true, false
+-- Parses CSV text into a list of records (lists of strings) and the line each record starts
+-- on. Total: every input either parses or raises "<name>:<line>: <what>" (name defaults to
+-- "csv"). Besides RFC 4180 it accepts LF alone as a record end; it refuses a CR not followed
+-- by LF and a quote inside an unquoted field or after a closing quote, instead of guessing.
+function M.parse(text, name)
+    local records, lines, record, field = {}, {}, {}, {}
+    local i, n, line = 1, #text, 1
+    local in_quotes, at_field_start, after_quote, any = false, true, false, false
+    local record_line, quote_line = 1, 1
+    local function fail(msg, at_line)
+        error(string.format("%s:%d: %s", name or "csv", at_line or line, msg), 0)
+    end
     local function end_field()
         record[#record + 1] = table.concat(field)
         field = {}
-        at_field_start = true
+        at_field_start, after_quote = true, false
     end
     local function end_record()
         end_field()
         records[#records + 1] = record
+        lines[#lines + 1] = record_line
         record = {}
         any = false
     end
@@ -79,25 +88,36 @@ function M.parse(text)
                     field[#field + 1] = '"'
                     i = i + 1
                 else
-                    in_quotes = false
+                    in_quotes, after_quote = false, true
                 end
             else
-                -- Copy a run of ordinary characters at once.
+                -- Copy a run of ordinary characters at once (line counts the newlines in it).
                 local j = text:find('"', i, true) or (n + 1)
-                field[#field + 1] = text:sub(i, j - 1)
+                local run = text:sub(i, j - 1)
+                field[#field + 1] = run
+                for _ in run:gmatch("\n") do line = line + 1 end
                 i = j - 1
             end
-        elseif c == '"' and at_field_start then
-            in_quotes, at_field_start, any = true, false, true
         elseif c == "," then
             end_field()
             any = true
-        elseif c == "\r" and text:sub(i + 1, i + 1) == "\n" then
+        elseif c == "\r" then
+            if text:sub(i + 1, i + 1) ~= "\n" then fail("carriage return not followed by a line feed") end
             end_record()
             i = i + 1
+            line = line + 1
+            record_line = line
         elseif c == "\n" then
             end_record()
+            line = line + 1
+            record_line = line
+        elseif after_quote then
+            fail(string.format("%q after the closing quote of a field (expected a comma or the end of the record)", c))
+        elseif c == '"' then
+            if not at_field_start then fail("quote inside an unquoted field (quote the whole field)") end
+            in_quotes, at_field_start, any, quote_line = true, false, true, line
         else
+            -- i <= j - 1: c itself is none of the stop characters, so the scan always advances.
             local j = text:find('[,"\r\n]', i) or (n + 1)
             field[#field + 1] = text:sub(i, j - 1)
             at_field_start, any = false, true
@@ -105,9 +125,9 @@ function M.parse(text)
         end
         i = i + 1
     end
-    if in_quotes then error("csv: unterminated quoted field at end of input", 2) end
+    if in_quotes then fail("quoted field not closed before the end of the input", quote_line) end
     if any or #field > 0 or #record > 0 then end_record() end
-    return records
+    return records, lines
 end
 
 local read_all = runinfo.read_file
@@ -117,14 +137,14 @@ local read_all = runinfo.read_file
 function M.read(path)
     local text, err = read_all(path)
     if not text then return nil, err end
-    local ok, records = pcall(M.parse, text)
-    if not ok then error(path .. ": " .. tostring(records), 2) end
+    local ok, records, lines = pcall(M.parse, text, path)
+    if not ok then error(records, 2) end
     local header = table.remove(records, 1) or {}
     local index = {}
     for j, name in ipairs(header) do index[name] = j end
     for r, rec in ipairs(records) do
         if #rec ~= #header then
-            error(string.format("%s: record %d: expected %d fields, found %d", path, r + 1,
+            error(string.format("%s:%d: expected %d fields, found %d", path, lines[r + 1],
                                 #header, #rec), 2)
         end
     end
@@ -156,8 +176,8 @@ function M.truncate_after(path, column, limit)
     local last = 0
     for pos in text:gmatch("()\n") do last = pos end
     text = text:sub(1, last)
-    local ok, records = pcall(M.parse, text)
-    if not ok then error(path .. ": " .. tostring(records), 2) end
+    local ok, records = pcall(M.parse, text, path)
+    if not ok then error(records, 2) end
     local header = table.remove(records, 1)
     if not header then return 0 end
     local j
@@ -179,6 +199,12 @@ end
 local Log = {}
 Log.__index = Log
 
+-- A failed write or flush (a full disk) is an error naming the file: a log that silently
+-- loses rows cannot be resumed from.
+local function checked(path, ok, err)
+    if not ok then error(string.format("%s: cannot write: %s", path, tostring(err)), 3) end
+end
+
 -- Opens a log with the given columns. mode "w" (default) truncates and writes the header;
 -- mode "a" appends, and checks that an existing header equals `columns` (a resumed run must
 -- log the same columns) — an empty or missing file gets the header.
@@ -198,10 +224,14 @@ function M.open(path, columns, mode)
     end
     local f, err = io.open(path, mode == "a" and "ab" or "wb")
     if not f then error("csvlog: cannot open " .. tostring(err), 2) end
-    local self = setmetatable({path = path, file = f, columns = columns}, Log)
-    if need_header then f:write(M.format_record(columns)) end
-    f:flush()
-    return self
+    local ok, werr = true, nil
+    if need_header then ok, werr = f:write(M.format_record(columns)) end
+    if ok then ok, werr = f:flush() end
+    if not ok then
+        f:close()
+        checked(path, nil, werr)
+    end
+    return setmetatable({path = path, file = f, columns = columns}, Log)
 end
 
 -- Writes one record given as {column = value}; unknown keys are an error (a typo would
@@ -220,25 +250,31 @@ function Log:write(rec)
         end
     end
     for j, c in ipairs(self.columns) do vals[j] = rec[c] end
-    self.file:write(M.format_record(vals, #self.columns))
+    checked(self.path, self.file:write(M.format_record(vals, #self.columns)))
 end
 
 function Log:write_list(values)
     if #values ~= #self.columns then
         error(string.format("%s: %d values for %d columns", self.path, #values, #self.columns), 2)
     end
-    self.file:write(M.format_record(values))
+    checked(self.path, self.file:write(M.format_record(values)))
 end
 
-function Log:flush() if self.file then self.file:flush() end end
+function Log:flush()
+    if self.file then checked(self.path, self.file:flush()) end
+end
 
-function Log:close()
+-- Closes the file (idempotent); a failure to write the last bytes is an error unless
+-- `quiet` (closing after another error, or from the garbage collector).
+function Log:close(quiet)
     if self.file then
-        self.file:close()
+        local f = self.file
         self.file = nil
+        local ok, err = f:close()
+        if not quiet then checked(self.path, ok, err) end
     end
 end
-Log.__close = Log.close
-Log.__gc = Log.close
+Log.__close = function(self) self:close(true) end
+Log.__gc = Log.__close
 
 return M

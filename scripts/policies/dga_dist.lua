@@ -3,7 +3,9 @@
 -- each mix(p_j) is one "domain", ctx:align() draws its probe batch j from mix(p_j), and
 -- alpha_dist lives in the N-simplex. The weights returned are over the N bases (ctx.k = N
 -- in distribution mode); the training mixture over the leaves is P alpha_dist, which the
--- trainer applies with ctx.basis:mix(weights) (see mixture() below). Everything else --
+-- trainer's basis mixture space (scripts/trainer/space.lua) applies to the weights returned
+-- here with ctx.basis:mix(weights); mixture() below gives the same mixture to callers outside
+-- the trainer (tests, analyses). Everything else --
 -- the +eta a mirror step, EMA, eta against std(a), the floor -- is dga's (policies/dga.lua).
 local dga_policy = require "policies.dga"
 

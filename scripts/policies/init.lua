@@ -13,13 +13,18 @@
 --   update(ctx, step)    -> weights; may call ctx:align() and ctx.log{...}
 --   state()              -> {tensors = {name = tensor}, values = {name = number|string}}
 --   set_state(st)        restores what state() returned (checkpoint resume)
+--   probes(ctx)          optional: the probe batches of an alignment round, one per
+--                        component: a list of ctx.k entries, each {inputs, targets}
+--                        (int32 B x T tensors) or false (no data: alignment 0). Without it
+--                        ctx:align() uses ctx:probes(). A policy that aligns against other
+--                        data defines this and needs no change to the trainer.
 -- The returned tensor belongs to the caller (policies return copies).
 --
 -- A new policy is one file scripts/policies/<name>.lua returning a table with
 -- new(opts) -> object; policies.get("<name>") finds it (no C, no registration). A path
 -- ending in ".lua" also works: policies.get("my/policy.lua", opts).
 --
--- ctx, built by the trainer (scripts/trainer.lua, Run:make_ctx / refresh_ctx):
+-- ctx, built by the trainer (scripts/trainer/run.lua, Run:make_ctx / refresh_ctx):
 --   ctx.k             number of mixture components the policy weighs: k domains, or N basis
 --                     distributions in distribution mode (ctx.basis set)
 --   ctx.n_leaves      k leaf domains (equals ctx.k outside distribution mode)
@@ -38,11 +43,19 @@
 --                     mixture over leaves is then P:mix(weights)
 --   ctx.names         component names (optional)
 --   ctx.options       the policy's configuration table
---   ctx:align()       one alignment round at the current parameters: a fresh target batch,
---                     one probe batch per component (from mix(p_j) in dist mode), returns
---                     dga.align's table {align=, loss=, grad_norm= (float32 ctx.k),
---                     target_norm=, target_loss=}; components without data get align = 0.
---                     Normalisation / lr scaling come from the trainer's `align` config.
+--   ctx:align()       one alignment round at the current parameters: ctx:target(), and
+--                     the policy's probes(ctx) or else ctx:probes(); returns {align=, dot=, loss=,
+--                     grad_norm= (float32 ctx.k), target_norm=, target_loss=}; components
+--                     without data get align = 0. align is the raw <g_i, g_t> unless the
+--                     trainer's `align` config normalises it (cosine, mean_norm, lr scaling);
+--                     dot (float32 ctx.k) always holds the raw products.
+--   ctx:probes([n])   the mixture space's probe batches: for component j, n sequences
+--                     (default: the align batch) drawn from domain j, or from p_j in
+--                     distribution mode; false where there is no data. They come from the
+--                     sampler's probe generator and are not training draws.
+--   ctx:probe(j, [n]) the same for component j alone, as inputs, targets (nil without data)
+--   ctx:target([n])   a fresh target batch {inputs, targets} from the specific training set
+--   ctx.model         the model being trained (read it; a policy must not step it)
 --   ctx.log(fields)   extra columns for the alignment log (also callable as ctx:log(fields))
 local M = {}
 

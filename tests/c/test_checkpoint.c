@@ -315,26 +315,26 @@ static void make_batch(int32_t *in, int32_t *tg, int shift)
     }
 }
 
-static dga_adamw *make_opt(dga_gpt *m)
+static dga_adamw *make_opt(dga_model *m)
 {
     dga_adamw_config c = dga_adamw_defaults();
     c.lr = 1e-2f;
-    size_t r[1][2] = {{0, dga_gpt_num_params(m)}};
+    size_t r[1][2] = {{0, dga_model_num_params(m)}};
     dga_adamw *opt = NULL;
-    assert_int_equal(dga_adamw_create(dga_gpt_num_params(m), &c, (const size_t(*)[2])r, 1,
+    assert_int_equal(dga_adamw_create(dga_model_num_params(m), &c, (const size_t(*)[2])r, 1,
                                       &opt), DGA_OK);
     return opt;
 }
 
-static float train_step(dga_gpt *m, dga_adamw *opt, int shift)
+static float train_step(dga_model *m, dga_adamw *opt, int shift)
 {
     int32_t in[B * T], tg[B * T];
     make_batch(in, tg, shift);
     float loss;
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
-    assert_int_equal(dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), 1e-2f), DGA_OK);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    assert_int_equal(dga_adamw_step(opt, dga_model_params(m), dga_model_grads(m), 1e-2f), DGA_OK);
     return loss;
 }
 
@@ -344,12 +344,12 @@ static void test_checkpoint_exact_resume(void **state)
 {
     (void)state;
     const char *path = tmp_path("ck.safetensors");
-    dga_gpt *a = NULL, *b = NULL;
+    dga_model *a = NULL, *b = NULL;
     assert_int_equal(dga_gpt_create(&CFG, B, &a), DGA_OK);
     assert_int_equal(dga_gpt_create(&CFG, B, &b), DGA_OK);
     dga_rng rng;
     dga_rng_seed(&rng, 5);
-    dga_gpt_init_weights(a, &rng);
+    dga_model_init_weights(a, &rng);
     dga_adamw *oa = make_opt(a), *ob = make_opt(b);
     for (int s = 0; s < 3; s++) train_step(a, oa, s);
 
@@ -375,8 +375,8 @@ static void test_checkpoint_exact_resume(void **state)
     assert_int_equal(dga_checkpoint_load_optimizer(ck, b, ob), DGA_OK);
     dga_checkpoint_close(ck);
 
-    size_t np = dga_gpt_num_params(a);
-    assert_memory_equal(dga_gpt_params(a), dga_gpt_params(b), np * sizeof(float));
+    size_t np = dga_model_num_params(a);
+    assert_memory_equal(dga_model_params(a), dga_model_params(b), np * sizeof(float));
     assert_memory_equal(dga_adamw_m(oa), dga_adamw_m(ob), np * sizeof(float));
     assert_memory_equal(dga_adamw_v(oa), dga_adamw_v(ob), np * sizeof(float));
     assert_int_equal(dga_adamw_steps(ob), 3);
@@ -385,18 +385,18 @@ static void test_checkpoint_exact_resume(void **state)
         float la = train_step(a, oa, s), lb = train_step(b, ob, s);
         assert_true(la == lb);
     }
-    assert_memory_equal(dga_gpt_params(a), dga_gpt_params(b), np * sizeof(float));
+    assert_memory_equal(dga_model_params(a), dga_model_params(b), np * sizeof(float));
     dga_adamw_free(oa);
     dga_adamw_free(ob);
-    dga_gpt_free(a);
-    dga_gpt_free(b);
+    dga_model_free(a);
+    dga_model_free(b);
 }
 
 static void test_checkpoint_errors(void **state)
 {
     (void)state;
     const char *path = tmp_path("ck2.safetensors");
-    dga_gpt *a = NULL, *other = NULL;
+    dga_model *a = NULL, *other = NULL;
     assert_int_equal(dga_gpt_create(&CFG, 1, &a), DGA_OK);
     dga_gpt_config c2 = CFG;
     c2.n_embd = 32;
@@ -525,8 +525,8 @@ static void test_checkpoint_errors(void **state)
     free(m);
     dga_safetensors_close(f);
     dga_adamw_free(oa);
-    dga_gpt_free(a);
-    dga_gpt_free(other);
+    dga_model_free(a);
+    dga_model_free(other);
 }
 
 int main(void)

@@ -16,17 +16,17 @@
 
 /* A small random model with weights scaled up so its predictions are far from uniform and
  * the comparisons below test something. */
-static dga_gpt *small_model(int vocab, int n_ctx, int max_batch)
+static dga_model *small_model(int vocab, int n_ctx, int max_batch)
 {
     dga_gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .n_ctx = n_ctx,
                           .vocab_size = vocab};
-    dga_gpt *m = NULL;
+    dga_model *m = NULL;
     assert_int_equal(dga_gpt_create(&cfg, max_batch, &m), DGA_OK);
     dga_rng rng;
     dga_rng_seed(&rng, 1234);
-    dga_gpt_init_weights(m, &rng);
-    float *p = dga_gpt_params(m);
-    for (size_t i = 0; i < dga_gpt_num_params(m); i++) p[i] *= 4.0f;
+    dga_model_init_weights(m, &rng);
+    float *p = dga_model_params(m);
+    for (size_t i = 0; i < dga_model_num_params(m); i++) p[i] *= 4.0f;
     return m;
 }
 
@@ -42,7 +42,7 @@ static double log_softmax_at(const float *logits, int V, int k)
 
 /* The harness's rule computed token by token: keep the last n_ctx + 1 tokens, then each
  * continuation token is predicted from everything before it in that window. */
-static double direct_loglik(dga_gpt *m, const int32_t *tok, int n, int n_cont)
+static double direct_loglik(dga_model *m, const int32_t *tok, int n, int n_cont)
 {
     const dga_gpt_config *cfg = dga_gpt_get_config(m);
     int start = n > cfg->n_ctx + 1 ? n - (cfg->n_ctx + 1) : 0;
@@ -50,7 +50,7 @@ static double direct_loglik(dga_gpt *m, const int32_t *tok, int n, int n_cont)
     assert_non_null(logits);
     double ll = 0;
     for (int p = n - n_cont; p < n; p++) {
-        assert_int_equal(dga_gpt_next_logits(m, tok + start, p - start, logits), DGA_OK);
+        assert_int_equal(dga_model_next_logits(m, tok + start, p - start, logits), DGA_OK);
         ll += log_softmax_at(logits, cfg->vocab_size, tok[p]);
     }
     free(logits);
@@ -63,7 +63,7 @@ static void test_mean_loss_matches_forward(void **state)
 {
     (void)state;
     const int V = 64, L = 13, N = 7;
-    dga_gpt *m = small_model(V, 12, 8);
+    dga_model *m = small_model(V, 12, 8);
     dga_rng rng;
     dga_rng_seed(&rng, 5);
     int32_t seqs[7 * 13], in[7 * 12], tg[7 * 12];
@@ -74,30 +74,82 @@ static void test_mean_loss_matches_forward(void **state)
             tg[r * (L - 1) + j] = seqs[r * L + j + 1];
         }
     float loss;
-    assert_int_equal(dga_gpt_forward(m, in, tg, N, L - 1, &loss), DGA_OK);
+    assert_int_equal(dga_model_forward(m, in, tg, N, L - 1, &loss), DGA_OK);
     assert_true(fabsf(loss - logf((float)V)) > 0.05f);   /* not a uniform predictor */
     double mean = 0;
     for (int batch = 1; batch <= 8; batch += 2) {   /* 1, 3 (7 = 3+3+1), 5, 7 */
-        assert_int_equal(dga_eval_mean_loss(m, seqs, N, L, batch, &mean), DGA_OK);
+        assert_int_equal(dga_eval_mean_loss_seqs(m, seqs, N, L, batch, &mean), DGA_OK);
         assert_float_equal(mean, loss, 1e-4 * loss);
     }
-    assert_int_equal(dga_eval_mean_loss(m, seqs, N, L, 0, &mean), DGA_OK);
+    assert_int_equal(dga_eval_mean_loss_seqs(m, seqs, N, L, 0, &mean), DGA_OK);
     assert_float_equal(mean, loss, 1e-4 * loss);
 
     /* token-weighted with ignored targets: forward's batch mean is the reference */
     for (int i = 0; i < N * (L - 1); i++)
         if (i % 3 == 0 || i < 20) tg[i] = DGA_IGNORE;
-    assert_int_equal(dga_gpt_forward(m, in, tg, N, L - 1, &loss), DGA_OK);
-    assert_int_equal(dga_eval_mean_loss_xy(m, in, tg, N, L - 1, 2, &mean), DGA_OK);
+    assert_int_equal(dga_model_forward(m, in, tg, N, L - 1, &loss), DGA_OK);
+    assert_int_equal(dga_eval_mean_loss(m, in, tg, L - 1, N, L - 1, 2, &mean), DGA_OK);
     assert_float_equal(mean, loss, 1e-4 * loss);
+    /* rows further apart than their length (stride L): the seqs layout, shifted by hand */
+    assert_int_equal(dga_eval_mean_loss(m, seqs, seqs + 1, L, N, L - 1, 3, &mean), DGA_OK);
+    double want = 0;
+    assert_int_equal(dga_eval_mean_loss_seqs(m, seqs, N, L, 3, &want), DGA_OK);
+    assert_true(mean == want);
+    assert_int_equal(dga_eval_mean_loss(m, seqs, seqs + 1, L - 2, N, L - 1, 3, &mean),
+                     DGA_ERR_INVALID);   /* stride below the row length */
 
     /* bad arguments are errors, not crashes */
-    assert_int_equal(dga_eval_mean_loss(m, seqs, N, L, 9, &mean), DGA_ERR_INVALID);
-    assert_int_equal(dga_eval_mean_loss(m, seqs, N, 14, 2, &mean), DGA_ERR_INVALID);
-    assert_int_equal(dga_eval_mean_loss(m, seqs, N, 1, 2, &mean), DGA_ERR_INVALID);
+    assert_int_equal(dga_eval_mean_loss_seqs(m, seqs, N, L, 9, &mean), DGA_ERR_INVALID);
+    assert_int_equal(dga_eval_mean_loss_seqs(m, seqs, N, 14, 2, &mean), DGA_ERR_INVALID);
+    assert_int_equal(dga_eval_mean_loss_seqs(m, seqs, N, 1, 2, &mean), DGA_ERR_INVALID);
     seqs[40] = V;
-    assert_int_not_equal(dga_eval_mean_loss(m, seqs, N, L, 2, &mean), DGA_OK);
-    dga_gpt_free(m);
+    assert_int_not_equal(dga_eval_mean_loss_seqs(m, seqs, N, L, 2, &mean), DGA_OK);
+    dga_model_free(m);
+}
+
+/* The per-sequence training losses of a forward equal the per-sequence means of an
+ * inference pass (same numbers up to the rounding of differently shaped matmuls), ignored
+ * targets excluded, and a sequence with no target gets 0. */
+static void test_seq_losses_match_eval(void **state)
+{
+    (void)state;
+    const int V = 64, T = 12, B = 5;
+    dga_model *m = small_model(V, T, 8);
+    dga_rng rng;
+    dga_rng_seed(&rng, 9);
+    int32_t in[5 * 12], tg[5 * 12];
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)dga_rng_below(&rng, V);
+        tg[i] = i % 5 == 2 ? DGA_IGNORE : (int32_t)dga_rng_below(&rng, V);
+    }
+    for (int t = 0; t < T; t++) tg[3 * T + t] = DGA_IGNORE;   /* row 4: nothing to predict */
+    int nb = -1;
+    assert_null(dga_model_seq_losses(m, &nb));   /* no forward yet */
+    assert_int_equal(nb, 0);
+    float loss;
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
+    const float *sl = dga_model_seq_losses(m, &nb);
+    assert_non_null(sl);
+    assert_int_equal(nb, B);
+    double nll[5];
+    int cnt[5];
+    assert_int_equal(dga_model_eval(m, in, tg, B, T, nll, cnt), DGA_OK);
+    double total = 0;
+    int count = 0;
+    for (int b = 0; b < B; b++) {
+        double want = cnt[b] ? nll[b] / cnt[b] : 0.0;
+        if (!(fabs(sl[b] - want) <= 1e-5 * fabs(want) + 1e-7))
+            fail_msg("sequence %d: forward %.9g, eval %.9g", b, sl[b], want);
+        total += sl[b] * cnt[b];
+        count += cnt[b];
+    }
+    assert_true(sl[3] == 0.0f);
+    assert_float_equal(total / count, loss, 1e-5 * loss);   /* they add up to the batch loss */
+    /* a failed forward clears them */
+    in[0] = V;
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_ERR_INVALID);
+    assert_null(dga_model_seq_losses(m, &nb));
+    dga_model_free(m);
 }
 
 /* ------------------------------------------------------------------ log-likelihoods */
@@ -106,7 +158,7 @@ static void test_loglik_matches_direct(void **state)
 {
     (void)state;
     const int V = 50, n_ctx = 10;
-    dga_gpt *m = small_model(V, n_ctx, 4);
+    dga_model *m = small_model(V, n_ctx, 4);
     dga_rng rng;
     dga_rng_seed(&rng, 9);
     /* lengths around the context: short, exact fit (n_ctx + 1), truncated from the left */
@@ -130,7 +182,7 @@ static void test_loglik_matches_direct(void **state)
     reqs[1].n_cont = 3;
     reqs[4].n_cont = n_ctx + 1;   /* continuation longer than the context window */
     assert_int_equal(dga_eval_loglik(m, reqs, 6, 2, ll), DGA_ERR_INVALID);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 /* ------------------------------------------------------------------ MMLU scoring */
@@ -186,7 +238,7 @@ static dga_status letter_encode(void *ud, const char *text, size_t len, int32_t 
 
 /* Scores the three questions directly: render, append " X", tokenize both, continuation =
  * the extra tokens, each predicted token by token. */
-static void direct_mmlu(dga_gpt *m, dga_encode_fn encode, int shots, double ll[12],
+static void direct_mmlu(dga_model *m, dga_encode_fn encode, int shots, double ll[12],
                         dga_mmlu_result *res)
 {
     size_t correct = 0;
@@ -234,7 +286,7 @@ static void test_mmlu_scorer_matches_direct(void **state)
     const int n_ctx[2] = {48, 256};
     const dga_encode_fn encoders[2] = {byte_encode, letter_encode};
     for (int k = 0; k < 2; k++) {
-        dga_gpt *m = small_model(256, n_ctx[k], 5);
+        dga_model *m = small_model(256, n_ctx[k], 5);
         for (int e = 0; e < 2; e++)
             for (int shots = 0; shots <= 1; shots++) {
                 double want[12], got[12];
@@ -259,14 +311,14 @@ static void test_mmlu_scorer_matches_direct(void **state)
                              DGA_OK);
             assert_true(fabs(ll0[0] - ll1[0]) > 1e-6);
         }
-        dga_gpt_free(m);
+        dga_model_free(m);
     }
 }
 
 static void test_mmlu_scorer_errors(void **state)
 {
     (void)state;
-    dga_gpt *m = small_model(256, 48, 4);
+    dga_model *m = small_model(256, 48, 4);
     dga_mmlu_result r;
     /* virology has one dev question: 2 shots cannot be built */
     assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 2, 0, &r, NULL),
@@ -278,19 +330,20 @@ static void test_mmlu_scorer_errors(void **state)
                      DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "gave up"));
     /* token ids outside the vocabulary: bytes >= 128 with a 128-token model */
-    dga_gpt *small = small_model(128, 48, 4);
+    dga_model *small = small_model(128, 48, 4);
     dga_mmlu_question q = qs[0];
     q.choices[3] = "caf\xc3\xa9";   /* near the end: survives left truncation */
     assert_int_not_equal(dga_eval_mmlu(small, byte_encode, NULL, &q, 1, dev, 3, 0, 0, &r, NULL),
                          DGA_OK);
-    dga_gpt_free(small);
-    dga_gpt_free(m);
+    dga_model_free(small);
+    dga_model_free(m);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mean_loss_matches_forward),
+        cmocka_unit_test(test_seq_losses_match_eval),
         cmocka_unit_test(test_loglik_matches_direct),
         cmocka_unit_test(test_mmlu_scorer_matches_direct),
         cmocka_unit_test(test_mmlu_scorer_errors),

@@ -1,6 +1,6 @@
 /* GPT model: layout and init, whole-model gradient check against a double-precision
  * reference forward, memorisation with AdamW, determinism, input validation, eval and
- * next_logits consistency, forward mode (dga_gpt_jvp) against backward and the reference. */
+ * next_logits consistency, forward mode (dga_model_jvp) against backward and the reference. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,13 +18,13 @@
 static const dga_gpt_config TINY = {.n_layer = 2, .n_head = 2, .n_embd = 16, .n_ctx = 8,
                                     .vocab_size = 32};
 
-static dga_gpt *make(const dga_gpt_config *cfg, int max_batch, uint64_t seed)
+static dga_model *make(const dga_gpt_config *cfg, int max_batch, uint64_t seed)
 {
-    dga_gpt *m = NULL;
+    dga_model *m = NULL;
     assert_int_equal(dga_gpt_create(cfg, max_batch, &m), DGA_OK);
     dga_rng r;
     dga_rng_seed(&r, seed);
-    dga_gpt_init_weights(m, &r);
+    dga_model_init_weights(m, &r);
     return m;
 }
 
@@ -36,13 +36,13 @@ static void random_tokens(int32_t *t, size_t n, int V, dga_rng *r)
 /* ------------------------------------------------------- double-precision reference */
 
 typedef struct {
-    const dga_gpt *m;
+    const dga_model *m;
     const double *p;
 } ref_model;
 
 static const double *P(const ref_model *r, const char *name)
 {
-    const dga_tensor_info *t = dga_gpt_find_tensor(r->m, name);
+    const dga_tensor_info *t = dga_model_find_tensor(r->m, name);
     assert_non_null(t);
     return r->p + t->offset;
 }
@@ -153,59 +153,59 @@ static double ref_loss(const ref_model *r, const int32_t *in, const int32_t *tg,
 static void test_layout(void **state)
 {
     (void)state;
-    dga_gpt *m = make(&TINY, 2, 1);
+    dga_model *m = make(&TINY, 2, 1);
     const int C = 16, L = 2;
     size_t expect = 32 * C + 8 * C + (size_t)L * (12 * C * C + 13 * C) + 2 * C;
-    assert_int_equal(dga_gpt_num_params(m), expect);
-    assert_int_equal(dga_gpt_num_tensors(m), 2 + 12 * L + 2);
+    assert_int_equal(dga_model_num_params(m), expect);
+    assert_int_equal(dga_model_num_tensors(m), 2 + 12 * L + 2);
     size_t off = 0;
-    for (int i = 0; i < dga_gpt_num_tensors(m); i++) {
-        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+    for (int i = 0; i < dga_model_num_tensors(m); i++) {
+        const dga_tensor_info *t = dga_model_tensor(m, i);
         assert_int_equal(t->offset, off);
         off += t->numel;
     }
     assert_int_equal(off, expect);
-    assert_null(dga_gpt_tensor(m, dga_gpt_num_tensors(m)));
-    const dga_tensor_info *t = dga_gpt_find_tensor(m, "transformer.h.1.attn.c_attn.weight");
+    assert_null(dga_model_tensor(m, dga_model_num_tensors(m)));
+    const dga_tensor_info *t = dga_model_find_tensor(m, "transformer.h.1.attn.c_attn.weight");
     assert_non_null(t);
     assert_int_equal(t->ndim, 2);
     assert_int_equal(t->shape[0], C);
     assert_int_equal(t->shape[1], 3 * C);
     assert_true(t->is_matrix);
-    t = dga_gpt_find_tensor(m, "transformer.h.0.mlp.c_proj.weight");
+    t = dga_model_find_tensor(m, "transformer.h.0.mlp.c_proj.weight");
     assert_int_equal(t->shape[0], 4 * C);
     assert_int_equal(t->shape[1], C);
-    t = dga_gpt_find_tensor(m, "transformer.wte.weight");
+    t = dga_model_find_tensor(m, "transformer.wte.weight");
     assert_true(t->is_matrix && t->shape[0] == 32 && t->shape[1] == C && t->offset == 0);
-    t = dga_gpt_find_tensor(m, "transformer.wpe.weight");
+    t = dga_model_find_tensor(m, "transformer.wpe.weight");
     assert_true(t->is_matrix && t->shape[0] == 8);
-    t = dga_gpt_find_tensor(m, "transformer.h.0.mlp.c_fc.bias");
+    t = dga_model_find_tensor(m, "transformer.h.0.mlp.c_fc.bias");
     assert_true(!t->is_matrix && t->ndim == 1 && t->shape[0] == 4 * C);
-    assert_null(dga_gpt_find_tensor(m, "transformer.h.2.ln_1.weight"));
+    assert_null(dga_model_find_tensor(m, "transformer.h.2.ln_1.weight"));
     /* init: LN weights 1, biases 0, residual projections narrower than c_fc */
-    const float *p = dga_gpt_params(m);
-    t = dga_gpt_find_tensor(m, "transformer.ln_f.weight");
+    const float *p = dga_model_params(m);
+    t = dga_model_find_tensor(m, "transformer.ln_f.weight");
     for (size_t i = 0; i < t->numel; i++) assert_true(p[t->offset + i] == 1.0f);
-    t = dga_gpt_find_tensor(m, "transformer.h.1.attn.c_attn.bias");
+    t = dga_model_find_tensor(m, "transformer.h.1.attn.c_attn.bias");
     for (size_t i = 0; i < t->numel; i++) assert_true(p[t->offset + i] == 0.0f);
     double s_fc = 0, s_proj = 0;
-    t = dga_gpt_find_tensor(m, "transformer.h.0.mlp.c_fc.weight");
+    t = dga_model_find_tensor(m, "transformer.h.0.mlp.c_fc.weight");
     for (size_t i = 0; i < t->numel; i++) s_fc += (double)p[t->offset + i] * p[t->offset + i];
     s_fc = sqrt(s_fc / t->numel);
-    t = dga_gpt_find_tensor(m, "transformer.h.0.mlp.c_proj.weight");
+    t = dga_model_find_tensor(m, "transformer.h.0.mlp.c_proj.weight");
     for (size_t i = 0; i < t->numel; i++) s_proj += (double)p[t->offset + i] * p[t->offset + i];
     s_proj = sqrt(s_proj / t->numel);
     assert_true(fabs(s_fc - 0.02) < 0.002);
     assert_true(fabs(s_proj - 0.01) < 0.001); /* 0.02 / sqrt(2 L), L = 2 */
     double f = dga_gpt_flops_per_token(&TINY, 8);
     assert_true(fabs(f - (6.0 * (expect - 8 * C) + 12.0 * L * 8 * C)) < 0.5);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 static void test_config_errors(void **state)
 {
     (void)state;
-    dga_gpt *m = (dga_gpt *)1;
+    dga_model *m = (dga_model *)1;
     dga_gpt_config c = TINY;
     c.n_head = 3;
     assert_int_equal(dga_gpt_create(&c, 1, &m), DGA_ERR_INVALID);
@@ -216,7 +216,7 @@ static void test_config_errors(void **state)
     assert_int_equal(dga_gpt_config_check(&c), DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "vocab"));
     assert_int_equal(dga_gpt_create(&TINY, 0, &m), DGA_ERR_INVALID);
-    dga_gpt_free(NULL);
+    dga_model_free(NULL);
 }
 
 /* Whole-model gradient: every tensor, a sample of elements (plus the extremes), against
@@ -226,15 +226,15 @@ static void test_gradcheck(void **state)
 {
     (void)state;
     const int B = 2, T = 7, V = TINY.vocab_size;
-    dga_gpt *m = make(&TINY, 3, 7);
+    dga_model *m = make(&TINY, 3, 7);
     dga_rng r;
     dga_rng_seed(&r, 99);
-    float *p = dga_gpt_params(m);
-    size_t n = dga_gpt_num_params(m);
+    float *p = dga_model_params(m);
+    size_t n = dga_model_num_params(m);
     /* larger weights than GPT-2's init so that every path carries a visible gradient */
     for (size_t i = 0; i < n; i++) p[i] = (float)(0.3 * dga_rng_normal(&r));
-    for (int i = 0; i < dga_gpt_num_tensors(m); i++) {
-        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+    for (int i = 0; i < dga_model_num_tensors(m); i++) {
+        const dga_tensor_info *t = dga_model_tensor(m, i);
         if (strstr(t->name, "ln_") && strstr(t->name, ".weight"))
             for (size_t j = 0; j < t->numel; j++) p[t->offset + j] += 1.0f;
     }
@@ -244,10 +244,10 @@ static void test_gradcheck(void **state)
     tg[3] = DGA_IGNORE;
     tg[12] = DGA_IGNORE;
     float loss;
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
-    const float *g = dga_gpt_grads(m);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    const float *g = dga_model_grads(m);
     double *pd = malloc(n * sizeof *pd);
     for (size_t i = 0; i < n; i++) pd[i] = p[i];
     ref_model ref = {m, pd};
@@ -256,8 +256,8 @@ static void test_gradcheck(void **state)
     const double h = 1e-5;
     int checked = 0;
     double worst = 0;
-    for (int i = 0; i < dga_gpt_num_tensors(m); i++) {
-        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+    for (int i = 0; i < dga_model_num_tensors(m); i++) {
+        const dga_tensor_info *t = dga_model_tensor(m, i);
         for (int s = 0; s < 8; s++) {
             size_t j = s == 0 ? 0 : s == 1 ? t->numel - 1 : dga_rng_below(&r, t->numel);
             if (s == 2 && i == 0) j = (size_t)in[5] * TINY.n_embd + 3; /* a used token row */
@@ -277,7 +277,7 @@ static void test_gradcheck(void **state)
         }
     }
     /* wpe rows past T receive no gradient */
-    const dga_tensor_info *wpe = dga_gpt_find_tensor(m, "transformer.wpe.weight");
+    const dga_tensor_info *wpe = dga_model_find_tensor(m, "transformer.wpe.weight");
     for (int c = 0; c < TINY.n_embd; c++) assert_true(g[wpe->offset + 7 * TINY.n_embd + c] == 0);
     print_message("# gradcheck: %d elements, worst abs error %.2e\n", checked, worst);
     /* a second backward accumulates the same gradient again (up to summation order) */
@@ -285,29 +285,29 @@ static void test_gradcheck(void **state)
     memcpy(g1, g, n * sizeof *g1);
     double gmax = 0;
     for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(g1[i]));
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
     for (size_t i = 0; i < n; i++)
         assert_true(fabs(g[i] - 2.0 * g1[i]) <= 1e-5 * fabs(g1[i]) + 1e-6 * gmax);
     free(g1);
     free(pd);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 /* Runs `steps` AdamW steps on fixed batches; returns the losses. */
-static void train(dga_gpt *m, const int32_t *in, const int32_t *tg, int B, int T, int steps,
+static void train(dga_model *m, const int32_t *in, const int32_t *tg, int B, int T, int steps,
                   float lr, float *losses)
 {
-    size_t n = dga_gpt_num_params(m);
+    size_t n = dga_model_num_params(m);
     dga_adamw_config c = dga_adamw_defaults();
     c.weight_decay = 0.0f;
     dga_adamw *opt = NULL;
     assert_int_equal(dga_adamw_create(n, &c, NULL, 0, &opt), DGA_OK);
     for (int s = 0; s < steps; s++) {
-        dga_gpt_zero_grad(m);
-        assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &losses[s]), DGA_OK);
-        assert_int_equal(dga_gpt_backward(m), DGA_OK);
-        dga_grad_clip(dga_gpt_grads(m), n, 1.0);
-        assert_int_equal(dga_adamw_step(opt, dga_gpt_params(m), dga_gpt_grads(m), lr), DGA_OK);
+        dga_model_zero_grad(m);
+        assert_int_equal(dga_model_forward(m, in, tg, B, T, &losses[s]), DGA_OK);
+        assert_int_equal(dga_model_backward(m), DGA_OK);
+        dga_grad_clip(dga_model_grads(m), n, 1.0);
+        assert_int_equal(dga_adamw_step(opt, dga_model_params(m), dga_model_grads(m), lr), DGA_OK);
     }
     dga_adamw_free(opt);
 }
@@ -316,7 +316,7 @@ static void test_memorise(void **state)
 {
     (void)state;
     dga_gpt_config c = {.n_layer = 2, .n_head = 2, .n_embd = 32, .n_ctx = 16, .vocab_size = 32};
-    dga_gpt *m = make(&c, 1, 3);
+    dga_model *m = make(&c, 1, 3);
     dga_rng r;
     dga_rng_seed(&r, 5);
     int32_t seq[17];
@@ -326,7 +326,7 @@ static void test_memorise(void **state)
     print_message("# memorise: loss %.4f -> %.4f\n", losses[0], losses[299]);
     assert_true(losses[0] > 3.0f);
     assert_true(losses[299] < 0.05f);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 static void test_determinism(void **state)
@@ -340,9 +340,9 @@ static void test_determinism(void **state)
     random_tokens(in, 69, 64, &r);
     random_tokens(tg, 69, 64, &r);
     for (int run = 0; run < 2; run++) {
-        dga_gpt *m = make(&c, 4, 42);
+        dga_model *m = make(&c, 4, 42);
         train(m, in, tg, 3, 23, 20, 3e-3f, run ? l2 : l1);
-        dga_gpt_free(m);
+        dga_model_free(m);
     }
     assert_memory_equal(l1, l2, sizeof l1);
     assert_true(l1[19] < l1[0]);
@@ -351,42 +351,42 @@ static void test_determinism(void **state)
 static void test_bad_input(void **state)
 {
     (void)state;
-    dga_gpt *m = make(&TINY, 2, 1);
+    dga_model *m = make(&TINY, 2, 1);
     int32_t in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, -1};
     float loss = -1;
-    assert_int_equal(dga_gpt_backward(m), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_backward(m), DGA_ERR_INVALID);
     in[5] = 32;
-    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 4, &loss), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 4, &loss), DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "token id 32 at [2,2]"));
     assert_non_null(strstr(dga_last_error(), "[0, 32)"));
     in[5] = -1;
-    assert_int_equal(dga_gpt_eval(m, in, tg, 1, 8, NULL, NULL), DGA_ERR_INVALID);
-    assert_non_null(strstr(dga_last_error(), "inputs"));
+    assert_int_equal(dga_model_eval(m, in, tg, 1, 8, NULL, NULL), DGA_ERR_INVALID);
+    assert_non_null(strstr(dga_last_error(), "eval: token id -1 at [1,6]"));
     in[5] = 6;
     tg[0] = -2;
-    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 4, &loss), DGA_ERR_INVALID);
-    assert_non_null(strstr(dga_last_error(), "targets"));
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 4, &loss), DGA_ERR_INVALID);
+    assert_non_null(strstr(dga_last_error(), "forward: target id -2 at [1,1]"));
     tg[0] = 2;
-    assert_int_equal(dga_gpt_forward(m, in, tg, 3, 2, &loss), DGA_ERR_INVALID); /* B > max */
+    assert_int_equal(dga_model_forward(m, in, tg, 3, 2, &loss), DGA_ERR_INVALID); /* B > max */
     assert_non_null(strstr(dga_last_error(), "batch"));
-    assert_int_equal(dga_gpt_forward(m, in, tg, 1, 9, &loss), DGA_ERR_INVALID); /* T > ctx */
-    assert_int_equal(dga_gpt_forward(m, in, NULL, 1, 8, &loss), DGA_ERR_INVALID);
-    assert_int_equal(dga_gpt_backward(m), DGA_ERR_INVALID); /* failed forward: nothing */
-    assert_int_equal(dga_gpt_next_logits(m, in, 9, (float[32]){0}), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_forward(m, in, tg, 1, 9, &loss), DGA_ERR_INVALID); /* T > ctx */
+    assert_int_equal(dga_model_forward(m, in, NULL, 1, 8, &loss), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_backward(m), DGA_ERR_INVALID); /* failed forward: nothing */
+    assert_int_equal(dga_model_next_logits(m, in, 9, (float[32]){0}), DGA_ERR_INVALID);
     in[0] = 99;
-    assert_int_equal(dga_gpt_next_logits(m, in, 3, (float[32]){0}), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_next_logits(m, in, 3, (float[32]){0}), DGA_ERR_INVALID);
     in[0] = 1;
-    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 4, &loss), DGA_OK);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 4, &loss), DGA_OK);
     assert_true(loss > 0);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
     /* all targets ignored: loss 0, zero gradient */
     int32_t none[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, in, none, 2, 4, &loss), DGA_OK);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, none, 2, 4, &loss), DGA_OK);
     assert_true(loss == 0.0f);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
-    assert_true(dga_vec_norm(dga_gpt_grads(m), dga_gpt_num_params(m)) == 0.0);
-    dga_gpt_free(m);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    assert_true(dga_vec_norm(dga_model_grads(m), dga_model_num_params(m)) == 0.0);
+    dga_model_free(m);
 }
 
 static void test_eval_and_logits(void **state)
@@ -394,7 +394,7 @@ static void test_eval_and_logits(void **state)
     (void)state;
     dga_gpt_config c = {.n_layer = 2, .n_head = 2, .n_embd = 32, .n_ctx = 20, .vocab_size = 50};
     const int B = 3, T = 19;
-    dga_gpt *m = make(&c, 4, 8);
+    dga_model *m = make(&c, 4, 8);
     dga_rng r;
     dga_rng_seed(&r, 21);
     int32_t in[B * T], tg[B * T];
@@ -405,10 +405,10 @@ static void test_eval_and_logits(void **state)
     float losses[10];
     train(m, in, tg, B, T, 10, 1e-2f, losses);
     float loss;
-    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
     double nll[3];
     int cnt[3];
-    assert_int_equal(dga_gpt_eval(m, in, tg, B, T, nll, cnt), DGA_OK);
+    assert_int_equal(dga_model_eval(m, in, tg, B, T, nll, cnt), DGA_OK);
     double sum = 0;
     int total = 0;
     for (int b = 0; b < B; b++) {
@@ -425,17 +425,17 @@ static void test_eval_and_logits(void **state)
     for (int t = 0; t < T; t++) tg2[T + t] = DGA_IGNORE;
     double nll2[3];
     int cnt2[3];
-    assert_int_equal(dga_gpt_eval(m, in, tg2, B, T, nll2, cnt2), DGA_OK);
+    assert_int_equal(dga_model_eval(m, in, tg2, B, T, nll2, cnt2), DGA_OK);
     assert_true(nll2[1] == 0.0 && cnt2[1] == 0);
     assert_true(fabs(nll2[0] - nll[0]) < 1e-9 * nll[0] && cnt2[2] == cnt[2]);
     /* next_logits on a prefix of sequence 1 predicts what eval scores at that position */
     const int n = 11, V = c.vocab_size;
     float lg[50];
-    assert_int_equal(dga_gpt_next_logits(m, in + T, n, lg), DGA_OK);
+    assert_int_equal(dga_model_next_logits(m, in + T, n, lg), DGA_OK);
     int32_t tg1[19];
     for (int t = 0; t < T; t++) tg1[t] = DGA_IGNORE;
     tg1[n - 1] = 17;
-    assert_int_equal(dga_gpt_eval(m, in + T, tg1, 1, n, nll, cnt), DGA_OK);
+    assert_int_equal(dga_model_eval(m, in + T, tg1, 1, n, nll, cnt), DGA_OK);
     assert_int_equal(cnt[0], 1);
     double mx = -1e30, se = 0;
     for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
@@ -443,33 +443,33 @@ static void test_eval_and_logits(void **state)
     double want = log(se) + mx - lg[17];
     assert_true(fabs(nll[0] - want) < 1e-5 * want);
     /* causality: the same prefix inside a longer sequence scores the same */
-    assert_int_equal(dga_gpt_eval(m, in + T, tg1, 1, T, nll, cnt), DGA_OK);
+    assert_int_equal(dga_model_eval(m, in + T, tg1, 1, T, nll, cnt), DGA_OK);
     assert_true(fabs(nll[0] - want) < 1e-5 * want);
     /* eval between forward and backward leaves the pending backward intact */
-    float *g = dga_gpt_grads(m);
-    size_t np = dga_gpt_num_params(m);
+    float *g = dga_model_grads(m);
+    size_t np = dga_model_num_params(m);
     float *ga = malloc(np * sizeof *ga);
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
     memcpy(ga, g, np * sizeof *ga);
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
-    assert_int_equal(dga_gpt_eval(m, in + T, tg1, 1, n, NULL, NULL), DGA_OK);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_eval(m, in + T, tg1, 1, n, NULL, NULL), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
     assert_memory_equal(ga, g, np * sizeof *ga);
     free(ga);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 /* Larger weights than GPT-2's init (as in test_gradcheck) so every path carries signal. */
-static void big_weights(dga_gpt *m, dga_rng *r)
+static void big_weights(dga_model *m, dga_rng *r)
 {
-    float *p = dga_gpt_params(m);
-    size_t n = dga_gpt_num_params(m);
+    float *p = dga_model_params(m);
+    size_t n = dga_model_num_params(m);
     for (size_t i = 0; i < n; i++) p[i] = (float)(0.3 * dga_rng_normal(r));
-    for (int i = 0; i < dga_gpt_num_tensors(m); i++) {
-        const dga_tensor_info *t = dga_gpt_tensor(m, i);
+    for (int i = 0; i < dga_model_num_tensors(m); i++) {
+        const dga_tensor_info *t = dga_model_tensor(m, i);
         if (strstr(t->name, "ln_") && strstr(t->name, ".weight"))
             for (size_t j = 0; j < t->numel; j++) p[t->offset + j] += 1.0f;
     }
@@ -488,28 +488,28 @@ static void test_jvp(void **state)
 {
     (void)state;
     const int B = 2, T = 7, V = TINY.vocab_size;
-    dga_gpt *m = make(&TINY, 3, 7);
+    dga_model *m = make(&TINY, 3, 7);
     dga_rng r;
     dga_rng_seed(&r, 123);
     big_weights(m, &r);
-    size_t n = dga_gpt_num_params(m);
-    float *p = dga_gpt_params(m);
+    size_t n = dga_model_num_params(m);
+    float *p = dga_model_params(m);
     int32_t in[14], tg[14];
     random_tokens(in, 14, V, &r);
     random_tokens(tg, 14, V, &r);
     tg[3] = DGA_IGNORE;
     tg[12] = DGA_IGNORE;
     float loss;
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, in, tg, B, T, &loss), DGA_OK);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, B, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
     float *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u), *p0 = malloc(n * sizeof *p0);
-    memcpy(g, dga_gpt_grads(m), n * sizeof *g);
+    memcpy(g, dga_model_grads(m), n * sizeof *g);
     memcpy(p0, p, n * sizeof *p0);
     for (size_t i = 0; i < n; i++) u[i] = (float)dga_rng_normal(&r);
 
     double l = 0, d = 0, dot = 0, S = 0;
-    assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, u, &l, &d), DGA_OK);
+    assert_int_equal(dga_model_jvp(m, in, tg, B, T, u, &l, &d), DGA_OK);
     for (size_t i = 0; i < n; i++) {
         dot += (double)g[i] * u[i];
         S += fabs((double)g[i] * u[i]);
@@ -519,10 +519,10 @@ static void test_jvp(void **state)
         fail_msg("jvp %.10g, <grad, u> %.10g (S %.4g)", d, dot, S);
     /* parameters and gradients untouched, the forward's activations still there */
     assert_memory_equal(p, p0, n * sizeof *p);
-    assert_memory_equal(dga_gpt_grads(m), g, n * sizeof *g);
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
-    assert_memory_equal(dga_gpt_grads(m), g, n * sizeof *g);
+    assert_memory_equal(dga_model_grads(m), g, n * sizeof *g);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    assert_memory_equal(dga_model_grads(m), g, n * sizeof *g);
 
     double *pd = malloc(n * sizeof *pd);
     const double h = 1e-6;
@@ -539,8 +539,8 @@ static void test_jvp(void **state)
                   dot, fd, S);
 
     double worst = 0;
-    for (int t = 0; t < dga_gpt_num_tensors(m); t++) {
-        const dga_tensor_info *ti = dga_gpt_tensor(m, t);
+    for (int t = 0; t < dga_model_num_tensors(m); t++) {
+        const dga_tensor_info *ti = dga_model_tensor(m, t);
         memset(u, 0, n * sizeof *u);
         double dt = 0, St = 0, dj = 0;
         for (size_t j = ti->offset; j < ti->offset + ti->numel; j++) {
@@ -548,7 +548,7 @@ static void test_jvp(void **state)
             dt += (double)g[j] * u[j];
             St += fabs((double)g[j] * u[j]);
         }
-        assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, u, NULL, &dj), DGA_OK);
+        assert_int_equal(dga_model_jvp(m, in, tg, B, T, u, NULL, &dj), DGA_OK);
         if (!(St > 0)) fail_msg("%s: no gradient to compare with", ti->name);
         if (!(fabs(dj - dt) <= 1e-5 * St))
             fail_msg("%s: jvp %.10g, <grad, u> %.10g (S %.4g)", ti->name, dj, dt, St);
@@ -560,62 +560,62 @@ static void test_jvp(void **state)
     int32_t none[14];
     for (int i = 0; i < 14; i++) none[i] = DGA_IGNORE;
     l = d = 1;
-    assert_int_equal(dga_gpt_jvp(m, in, none, B, T, u, &l, &d), DGA_OK);
+    assert_int_equal(dga_model_jvp(m, in, none, B, T, u, &l, &d), DGA_OK);
     assert_true(l == 0.0 && d == 0.0);
-    assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, NULL, &l, &d), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_jvp(m, in, tg, B, T, NULL, &l, &d), DGA_ERR_INVALID);
     in[4] = V;
-    assert_int_equal(dga_gpt_jvp(m, in, tg, B, T, u, &l, &d), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_jvp(m, in, tg, B, T, u, &l, &d), DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "jvp"));
-    assert_int_equal(dga_gpt_jvp(m, in, tg, 4, T, u, &l, &d), DGA_ERR_INVALID);   /* > max */
+    assert_int_equal(dga_model_jvp(m, in, tg, 4, T, u, &l, &d), DGA_ERR_INVALID);   /* > max */
     free(g), free(u), free(p0), free(pd);
-    dga_gpt_free(m);
+    dga_model_free(m);
 
     /* lm head in row chunks (256 rows at a time) */
     enum { BB = 40, TT = 8 };
     m = make(&TINY, BB, 8);
     big_weights(m, &r);
-    n = dga_gpt_num_params(m);
+    n = dga_model_num_params(m);
     int32_t *bi = malloc(BB * TT * sizeof *bi), *bt = malloc(BB * TT * sizeof *bt);
     random_tokens(bi, BB * TT, V, &r);
     random_tokens(bt, BB * TT, V, &r);
     for (int i = 0; i < BB * TT; i += 7) bt[i] = DGA_IGNORE;
     u = malloc(n * sizeof *u);
     for (size_t i = 0; i < n; i++) u[i] = (float)dga_rng_normal(&r);
-    dga_gpt_zero_grad(m);
-    assert_int_equal(dga_gpt_forward(m, bi, bt, BB, TT, &loss), DGA_OK);
-    assert_int_equal(dga_gpt_backward(m), DGA_OK);
-    const float *gg = dga_gpt_grads(m);
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, bi, bt, BB, TT, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    const float *gg = dga_model_grads(m);
     dot = S = 0;
     for (size_t i = 0; i < n; i++) {
         dot += (double)gg[i] * u[i];
         S += fabs((double)gg[i] * u[i]);
     }
-    assert_int_equal(dga_gpt_jvp(m, bi, bt, BB, TT, u, &l, &d), DGA_OK);
+    assert_int_equal(dga_model_jvp(m, bi, bt, BB, TT, u, &l, &d), DGA_OK);
     assert_true(fabs(l - loss) < 1e-5 * fabs(loss));
     if (!(fabs(d - dot) <= 1e-5 * S)) fail_msg("chunked jvp %.10g, <grad, u> %.10g", d, dot);
     free(u), free(bi), free(bt);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
-/* Generation: greedy = argmax of dga_gpt_next_logits step by step (the window sliding once
+/* Generation: greedy = argmax of dga_model_next_logits step by step (the window sliding once
  * the sequence outgrows the context); sampling reproducible from the rng state, following
  * the distribution (a peaked one at low temperature); bad arguments refused. */
 static void test_generate(void **state)
 {
     (void)state;
-    dga_gpt *m = make(&TINY, 2, 23);   /* n_ctx 8 */
+    dga_model *m = make(&TINY, 2, 23);   /* n_ctx 8 */
     const int V = TINY.vocab_size, NEW = 12;
     dga_rng r;
     dga_rng_seed(&r, 24);
     int32_t prompt[3] = {1, 5, 2}, out[NEW], seq[3 + NEW];
-    for (size_t i = 0; i < dga_gpt_num_params(m); i++)   /* larger weights: a non-flat model */
-        dga_gpt_params(m)[i] *= 6.0f;
-    assert_int_equal(dga_gpt_generate(m, prompt, 3, NEW, 0.0, NULL, out), DGA_OK);
+    for (size_t i = 0; i < dga_model_num_params(m); i++)   /* larger weights: a non-flat model */
+        dga_model_params(m)[i] *= 6.0f;
+    assert_int_equal(dga_model_generate(m, prompt, 3, NEW, 0.0, NULL, out), DGA_OK);
     memcpy(seq, prompt, sizeof prompt);
     float *lg = malloc((size_t)V * sizeof *lg);
     for (int i = 0; i < NEW; i++) {
         int len = 3 + i, win = len > TINY.n_ctx ? TINY.n_ctx : len;
-        assert_int_equal(dga_gpt_next_logits(m, seq + len - win, win, lg), DGA_OK);
+        assert_int_equal(dga_model_next_logits(m, seq + len - win, win, lg), DGA_OK);
         int best = 0;
         for (int v = 1; v < V; v++)
             if (lg[v] > lg[best]) best = v;
@@ -626,18 +626,18 @@ static void test_generate(void **state)
     dga_rng ra, rb;
     dga_rng_seed(&ra, 99);
     dga_rng_seed(&rb, 99);
-    assert_int_equal(dga_gpt_generate(m, prompt, 3, NEW, 1.0, &ra, a), DGA_OK);
-    assert_int_equal(dga_gpt_generate(m, prompt, 3, NEW, 1.0, &rb, b), DGA_OK);
+    assert_int_equal(dga_model_generate(m, prompt, 3, NEW, 1.0, &ra, a), DGA_OK);
+    assert_int_equal(dga_model_generate(m, prompt, 3, NEW, 1.0, &rb, b), DGA_OK);
     assert_memory_equal(a, b, sizeof a);
     /* temperature 1: the first token's empirical frequencies follow softmax(logits) */
-    assert_int_equal(dga_gpt_next_logits(m, prompt, 3, lg), DGA_OK);
+    assert_int_equal(dga_model_next_logits(m, prompt, 3, lg), DGA_OK);
     double p[64] = {0}, z = 0, mx = lg[0];
     for (int v = 0; v < V; v++) mx = fmax(mx, lg[v]);
     for (int v = 0; v < V; v++) z += p[v] = exp(lg[v] - mx);
     int counts[64] = {0}, N = 4000;
     for (int s = 0; s < N; s++) {
         int32_t one;
-        assert_int_equal(dga_gpt_generate(m, prompt, 3, 1, 1.0, &ra, &one), DGA_OK);
+        assert_int_equal(dga_model_generate(m, prompt, 3, 1, 1.0, &ra, &one), DGA_OK);
         counts[one]++;
     }
     for (int v = 0; v < V; v++) {   /* within 5 binomial standard deviations */
@@ -646,13 +646,13 @@ static void test_generate(void **state)
     }
     /* bad input */
     int32_t bad[2] = {1, V};
-    assert_int_equal(dga_gpt_generate(m, bad, 2, 3, 0.0, NULL, out), DGA_ERR_INVALID);
-    assert_non_null(strstr(dga_last_error(), "outside the vocabulary"));
-    assert_int_equal(dga_gpt_generate(m, prompt, 0, 3, 0.0, NULL, out), DGA_ERR_INVALID);
-    assert_int_equal(dga_gpt_generate(m, prompt, 3, 3, 1.0, NULL, out), DGA_ERR_INVALID);
-    assert_int_equal(dga_gpt_generate(m, prompt, 3, 3, NAN, &ra, out), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_generate(m, bad, 2, 3, 0.0, NULL, out), DGA_ERR_INVALID);
+    assert_non_null(strstr(dga_last_error(), "generate: token id 32 at [1,2] outside vocabulary"));
+    assert_int_equal(dga_model_generate(m, prompt, 0, 3, 0.0, NULL, out), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_generate(m, prompt, 3, 3, 1.0, NULL, out), DGA_ERR_INVALID);
+    assert_int_equal(dga_model_generate(m, prompt, 3, 3, NAN, &ra, out), DGA_ERR_INVALID);
     free(lg);
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 /* The interrupt flag (set by dgalua's Ctrl-C handler) stops every kind of forward with
@@ -660,7 +660,7 @@ static void test_generate(void **state)
 static void test_interrupt(void **state)
 {
     (void)state;
-    dga_gpt *m = make(&TINY, 2, 25);
+    dga_model *m = make(&TINY, 2, 25);
     dga_rng r;
     dga_rng_seed(&r, 26);
     int32_t in[2 * 7], tg[2 * 7];
@@ -671,15 +671,15 @@ static void test_interrupt(void **state)
     int cnt[2];
     int32_t out[3];
     dga_interrupt_request();
-    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 7, &loss), DGA_ERR_INTERRUPTED);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 7, &loss), DGA_ERR_INTERRUPTED);
     assert_non_null(strstr(dga_last_error(), "interrupted (in forward)"));
-    assert_int_equal(dga_gpt_eval(m, in, tg, 2, 7, nll, cnt), DGA_ERR_INTERRUPTED);
-    assert_int_equal(dga_gpt_next_logits(m, in, 7, lg), DGA_ERR_INTERRUPTED);
-    assert_int_equal(dga_gpt_generate(m, in, 3, 3, 0.0, NULL, out), DGA_ERR_INTERRUPTED);
+    assert_int_equal(dga_model_eval(m, in, tg, 2, 7, nll, cnt), DGA_ERR_INTERRUPTED);
+    assert_int_equal(dga_model_next_logits(m, in, 7, lg), DGA_ERR_INTERRUPTED);
+    assert_int_equal(dga_model_generate(m, in, 3, 3, 0.0, NULL, out), DGA_ERR_INTERRUPTED);
     dga_interrupt_clear();
-    assert_int_equal(dga_gpt_forward(m, in, tg, 2, 7, &loss), DGA_OK);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 7, &loss), DGA_OK);
     assert_true(isfinite(loss));
-    dga_gpt_free(m);
+    dga_model_free(m);
 }
 
 int main(void)

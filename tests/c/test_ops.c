@@ -431,13 +431,17 @@ static void test_xent(void **state)
     double *xd = dup_d(lg, N * V);
     struct xe e = {N, V, tg, xd, 1.0};
     double want = xe_J(&e);
-    double rows = 0;
+    double rows = 0, row_want[N] = {0};
     for (int i = 0; i < N; i++)
-        if (tg[i] != DGA_IGNORE) rows += dga_op_xent_row(lg + i * V, V, tg[i]);
+        if (tg[i] != DGA_IGNORE) rows += row_want[i] = dga_op_xent_row(lg + i * V, V, tg[i]);
     assert_true(fabs(rows - want) < 1e-5 * want);
     const float scale = 1.0f / 4; /* mean over the 4 valid rows */
-    double got = dga_op_xent_fwd_bwd(lg, tg, N, V, scale);
+    float row_loss[N];
+    memset(row_loss, 0xff, sizeof row_loss);   /* NaN: every row must be written */
+    double got = dga_op_xent_fwd_bwd(lg, row_loss, tg, N, V, scale);
     assert_true(fabs(got - want) < 1e-5 * want);
+    for (int i = 0; i < N; i++)   /* the per-row losses behind the sum; 0 where ignored */
+        assert_true(fabs(row_loss[i] - row_want[i]) <= 1e-5 * (1 + row_want[i]));
     e.scale = scale;
     fd_check("xent dlogits", xd, N * V, lg, 0, xe_J, &e);
     for (int v = 0; v < V; v++) assert_true(lg[1 * V + v] == 0.0f && lg[4 * V + v] == 0.0f);
@@ -645,7 +649,7 @@ static void test_xent_jvp(void **state)
     double loss = dga_op_xent_jvp(lg, u, tg, N, V, 1.0f / count, &d);
     assert_memory_equal(lg, lg0, sizeof lg);   /* logits left intact */
     const double v = 0.7;
-    double want = dga_op_xent_fwd_bwd(lg, tg, N, V, (float)(v / count));   /* lg: dlogits */
+    double want = dga_op_xent_fwd_bwd(lg, NULL, tg, N, V, (float)(v / count));   /* lg: dlogits */
     assert_true(fabs(loss - want) < 1e-6 * want);
     double S = 0;
     for (int i = 0; i < N * V; i++) S += fabs((double)lg[i] * u[i]);

@@ -155,7 +155,14 @@ describe("checkpoints", function()
         local p = dir .. "/args.safetensors"
         assert.matches("unknown option 'modle'", err_of(dga.save_checkpoint, p, {modle = a}))
         assert.matches("no model", err_of(dga.save_checkpoint, p, {}))
-        assert.matches("dga.gpt expected", err_of(dga.save_checkpoint, p, {model = 1}))
+        -- option values are named inside argument #2, never by their stack slot
+        assert.matches("bad argument #2 to 'dga.save_checkpoint' (option 'model' must be an open dga.gpt, got number)",
+                       err_of(dga.save_checkpoint, p, {model = 1}), 1, true)
+        assert.matches("bad argument #2 to 'dga.save_checkpoint' (option 'optimizer' must be an open "
+                       .. "dga.adamw, got string)",
+                       err_of(dga.save_checkpoint, p, {model = a, optimizer = "x"}), 1, true)
+        assert.matches("bad argument #2 to 'dga.save_checkpoint' (tensors.w: entry [2] is a string",
+                       err_of(dga.save_checkpoint, p, {model = a, tensors = {w = {1, "x"}}}), 1, true)
         assert.matches("tensors must be a table", err_of(dga.save_checkpoint, p, {model = a, tensors = 3}))
         assert.matches("meta.x is a boolean",
                        err_of(dga.save_checkpoint, p, {model = a, meta = {x = true}}))

@@ -88,12 +88,14 @@ describe("dgalua", function()
             contains(err, "dgalua: (command line):1: boom")
             contains(err, "stack traceback:")
             write(tmp("bad.lua"), "x = = 1\n")
-            code, _, err = dgalua(shell_quote(tmp("bad.lua")))
+            code, out, err = dgalua(shell_quote(tmp("bad.lua")))
             assert.are.equal(1, code)
+            assert.are.equal("", out)
             contains(err, "dgalua: ")
             contains(err, "bad.lua:1:")
-            code, _, err = dgalua(shell_quote(tmp("missing.lua")))
+            code, out, err = dgalua(shell_quote(tmp("missing.lua")))
             assert.are.equal(1, code)
+            assert.are.equal("", out)
             contains(err, "cannot open")
         end)
 
@@ -104,7 +106,7 @@ describe("dgalua", function()
             code, out = dgalua("-v")
             assert.are.equal(0, code)
             contains(out, "dgalua " .. dga.version)
-            local err
+            local _, err
             code, _, err = dgalua("--frobnicate")
             assert.are.equal(1, code)
             contains(err, "'--frobnicate'")
@@ -121,6 +123,7 @@ describe("dgalua", function()
             assert.are.equal(0, code)
             assert.are.equal("1\n", out)
             code, out = dgalua("-e 'dga.set_threads(1) print(dga.get_threads())'")
+            assert.are.equal(0, code)
             assert.are.equal("1\n", out)
         end)
 
@@ -179,7 +182,7 @@ describe("dgalua", function()
 
         it("train.lua trains on a shard, logs every step and lowers the loss", function()
             if not need_shard() then return end
-            local save = dga.save_checkpoint and (" --save " .. shell_quote(tmp("ckpt.safetensors"))) or ""
+            local save = " --save " .. shell_quote(tmp("ckpt.safetensors"))
             local code, out, err = train(1, " --log " .. shell_quote(tmp("a.csv")) .. save)
             assert.are.equal(0, code, err)
             contains(err, "step 20/20")
@@ -188,10 +191,8 @@ describe("dgalua", function()
             local l = losses(tmp("a.csv"))
             assert.are.equal(20, #l)
             assert.is_true(l[20] < l[1] - 0.5, string.format("loss %g -> %g", l[1], l[20]))
-            if save ~= "" then
-                contains(out, "saved ")
-                ckpt = tmp("ckpt.safetensors")
-            end
+            contains(out, "saved ")
+            ckpt = tmp("ckpt.safetensors")
         end)
 
         it("train.lua is bit-identical for the same seed", function()
@@ -208,10 +209,6 @@ describe("dgalua", function()
 
         it("eval.lua and generate.lua use the saved checkpoint", function()
             if not need_shard() then return end
-            if not (dga.save_checkpoint and dga.load_checkpoint) then
-                pending("checkpoint bindings are not in this build")
-                return
-            end
             assert.truthy(ckpt, "the training test saves the checkpoint")
             local code, out, err = dgalua(shell_quote(ROOT .. "/scripts/eval.lua") .. " --checkpoint " ..
                                           shell_quote(ckpt) .. " --data " .. shell_quote(shard) ..

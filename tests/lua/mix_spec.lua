@@ -85,6 +85,14 @@ describe("dga.sampler", function()
         ok, err = pcall(dga.sampler, {1, -2})
         assert.is_false(ok)
         assert.matches("sizes[2]", err, 1, true)
+        -- an option's value is not an argument: the error names the options table (#2)
+        ok, err = pcall(dga.sampler, {1, 2}, {budget = {1, "x"}})
+        assert.is_false(ok)
+        assert.matches("bad argument #2 to 'dga.sampler' (budget[2] is x", err, 1, true)
+        ok, err = pcall(dga.sampler, {1, 2}, {epoch_cap = -1})
+        assert.is_false(ok)
+        assert.matches("bad argument #2 to 'dga.sampler' (option 'epoch_cap' must be an integer >= 0, got -1)",
+                       err, 1, true)
         ok, err = pcall(smp.draw_from, smp, 4, 1)
         assert.is_false(ok)
         assert.matches("outside [1, 3]", err, 1, true)
@@ -166,7 +174,8 @@ describe("dga.align", function()
     it("equals the dot product of separately computed gradients", function()
         local gt, lt = grad(tx, ty)
         local r = dga.align(model, tx, ty, batches)
-        assert.are.equal("none", r.normalize)
+        assert.are.equal("exact", r.method)
+        assert.are.equal(3, r.k)
         assert.is_true(math.abs(r.target_loss - lt) < 1e-5)
         assert.is_true(math.abs(r.target_norm - gt:norm()) < 1e-4 * gt:norm())
         for d = 1, 3 do
@@ -174,18 +183,9 @@ describe("dga.align", function()
             local g, l = grad(b[1] or b.inputs, b[2] or b.targets)
             local expect = g:dot(gt)
             assert.is_true(math.abs(r.align[d] - expect) <= 1e-4 * math.abs(expect) + 1e-7)
+            assert.are.equal(r.align[d], r.dot[d])   -- raw inner products: no normalisation
             assert.is_true(math.abs(r.loss[d] - l) < 1e-5)
             assert.is_true(math.abs(r.grad_norm[d] - g:norm()) < 1e-4 * g:norm())
-        end
-        local z = dga.align(model, tx, ty, batches, {lr = 0})   -- lr scaling at lr = 0 (schedule end)
-        assert.are.equal(0, z.lr)
-        for d = 1, 3 do assert.are.equal(0, z.align[d]) end
-        local c = dga.align(model, tx, ty, batches, {normalize = "cosine", lr = 0.5})
-        assert.are.equal("cosine", c.normalize)
-        assert.are.equal(0.5, c.lr)
-        for d = 1, 3 do
-            local cos = r.align[d] / (r.grad_norm[d] * r.target_norm)
-            assert.is_true(math.abs(c.align[d] - 0.5 * cos) < 1e-5)
         end
     end)
 
@@ -198,9 +198,6 @@ describe("dga.align", function()
         local amax = 0
         for d = 1, 3 do amax = math.max(amax, math.abs(e.align[d])) end
         for d = 1, 3 do assert.is_true(math.abs(f.align[d] - e.align[d]) <= 2e-2 * amax) end
-        local ok, err = pcall(dga.align, model, tx, ty, batches, {method = "fd", normalize = "cosine"})
-        assert.is_false(ok)
-        assert.matches("normalize", err, 1, true)
     end)
 
     it("method jvp equals exact (forward-mode differentiation)", function()
@@ -216,23 +213,38 @@ describe("dga.align", function()
             assert.is_true(math.abs(j.loss[d] - e.loss[d]) <= 1e-5 * e.loss[d])
             assert.is_true(j.grad_norm[d] ~= j.grad_norm[d])   -- NaN: not computed
         end
-        local ok, err = pcall(dga.align, model, tx, ty, batches, {method = "jvp", normalize = "cosine"})
+        local ok, err = pcall(dga.align, model, tx, ty, batches, {method = "forward"})
         assert.is_false(ok)
-        assert.matches("method = \"jvp\" gives no per-domain gradient norms", err, 1, true)
-        ok, err = pcall(dga.align, model, tx, ty, batches, {method = "forward"})
-        assert.is_false(ok)
-        assert.matches("\"jvp\"", err, 1, true)
+        assert.matches("bad argument #5 to 'dga.align' (option 'method' must be one of "
+                       .. [["exact", "fd", "jvp", got "forward")]], err, 1, true)
     end)
 
     it("rejects bad arguments", function()
-        local ok, err = pcall(dga.align, model, tx, ty, batches, {normalize = "l2"})
+        -- normalisation is the policy's business now: the old options are unknown
+        local ok, err = pcall(dga.align, model, tx, ty, batches, {normalize = "none"})
         assert.is_false(ok)
-        assert.matches("normalize must be", err, 1, true)
+        assert.matches("bad argument #5 to 'dga.align' (unknown option 'normalize' (expected method, fd_eps))",
+                       err, 1, true)
+        ok, err = pcall(dga.align, model, tx, ty, batches, {lr = 1e-3})
+        assert.is_false(ok)
+        assert.matches("unknown option 'lr'", err, 1, true)
+        ok, err = pcall(dga.align, model, tx, ty, batches, {fd_eps = -1})
+        assert.is_false(ok)
+        assert.matches("option 'fd_eps' must be a number > 0, got -1", err, 1, true)
         ok, err = pcall(dga.align, model, tx, ty, {})
         assert.is_false(ok)
+        assert.matches("batches must be a non-empty list", err, 1, true)
         ok, err = pcall(dga.align, model, tx, ty, {{tx}})
         assert.is_false(ok)
         assert.matches("batches[1]", err, 1, true)
+        -- entries of the batches list are named inside argument #4, never by a stack slot
+        ok, err = pcall(dga.align, model, tx, ty, {{tx, ty}, {{{1, "a"}}, ty}})
+        assert.is_false(ok)
+        assert.matches("bad argument #4 to 'dga.align' (batches[2] inputs: entry [1,2] is a string",
+                       err, 1, true)
+        ok, err = pcall(dga.align, model, tx, {{1, 2.5}}, batches)
+        assert.is_false(ok)
+        assert.matches("bad argument #3 to 'dga.align' (entry [1,2] is 2.5", err, 1, true)
         local bad = tx:clone()
         bad[3] = V + 1
         ok, err = pcall(dga.align, model, tx, ty, {{tx, ty}, {bad, ty}})

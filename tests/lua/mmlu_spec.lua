@@ -99,6 +99,8 @@ describe("dga.mmlu_render", function()
                {subject = "x", question = "q", choices = {"a", "b", "c", "d"}, answer = "E"})
         raises("shots[1]: field 'question' must be a string", dga.mmlu_render, q,
                {shots = {{subject = "x"}}})
+        raises("bad argument #2 to 'dga.mmlu_render' (option 'with_answer' must be a boolean, got 1)",
+               dga.mmlu_render, q, {with_answer = 1})
     end)
 end)
 

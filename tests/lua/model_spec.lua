@@ -151,6 +151,31 @@ describe("dga.gpt", function()
         assert.are.equal(8, c2[3])
     end)
 
+    it("gives the per-sequence losses of the last forward, as m:eval computes them", function()
+        local m = dga.gpt(config{seed = 9})
+        raises("seq_losses: no forward pass yet", function() return m:seq_losses() end)
+        local x, y = batch(3, 8, 32)
+        y[1][2], y[3][7] = -1, -1
+        for t = 1, 8 do y[2][t] = -1 end              -- nothing to predict in row 2
+        local loss = m:forward(x, y)
+        local s = m:seq_losses()
+        assert.are.equal("float32", s:dtype())
+        assert.are.same({3}, s:shape())
+        local _, nll, count = m:eval(x, y)
+        local total = 0
+        for b = 1, 3 do
+            local want = count[b] > 0 and nll[b] / count[b] or 0
+            assert.is_true(math.abs(s[b] - want) <= 1e-5 * want + 1e-7, "sequence " .. b)
+            total = total + s[b] * count[b]
+        end
+        assert.are.equal(0, s[2])
+        assert.is_true(math.abs(total / count:sum() - loss) <= 1e-5 * loss)
+        -- a smaller batch next: B entries of that batch
+        local x1, y1 = batch(1, 8, 32)
+        m:forward(x1, y1)
+        assert.are.same({1}, m:seq_losses():shape())
+    end)
+
     it("gives next-token logits and greedy generation that follows them", function()
         local m = dga.gpt(config{seed = 9})
         local logits = m:logits({1, 2, 3})
@@ -195,10 +220,13 @@ describe("dga.gpt", function()
     end)
 
     it("rejects bad configurations", function()
-        raises("missing field 'layers'", dga.gpt, {width = 16, heads = 2, context = 8, vocab = 32})
+        raises("bad argument #1 to 'dga.gpt' (missing option 'layers' (an integer >= 1))", dga.gpt,
+               {width = 16, heads = 2, context = 8, vocab = 32})
         raises("unknown field 'layer'", dga.gpt, config{layer = 2})
-        raises("field 'width' must be an integer", dga.gpt, config{width = 16.5})
-        raises("field 'heads' is 0", dga.gpt, config{heads = 0})
+        raises("bad argument #1 to 'dga.gpt' (option 'width' must be an integer >= 1, got 16.5)",
+               dga.gpt, config{width = 16.5})
+        raises("option 'heads' must be an integer >= 1, got 0", dga.gpt, config{heads = 0})
+        raises("option 'batch' must be an integer >= 1, got \"8\"", dga.gpt, config{batch = "8"})
         raises("bad argument #1 to 'dga.gpt' (gpt config", dga.gpt, config{heads = 3})
         raises("table expected", dga.gpt, 3)
     end)
@@ -207,11 +235,14 @@ describe("dga.gpt", function()
         local m = dga.gpt(config{seed = 14})
         local x, y = batch(2, 8, 32)
         x[2][3] = 40
-        raises("bad argument #1 to 'forward' (token id 40 at [2,3] outside vocabulary [0, 32))",
+        -- checked once, in the core; the message passes through
+        raises("forward: token id 40 at [2,3] outside vocabulary [0, 32)",
                function() return m:forward(x, y) end)
+        raises("eval: token id 40 at [2,3] outside vocabulary [0, 32)",
+               function() return m:eval(x, y) end)
         x[2][3] = 1
         y[1][5] = -2
-        raises("bad argument #2 to 'forward' (target id -2 at [1,5]",
+        raises("forward: target id -2 at [1,5] outside vocabulary [0, 32) (-1 marks an ignored target)",
                function() return m:forward(x, y) end)
         y[1][5] = -1
         m:forward(x, y)   -- -1 is an ignored target, not an error
@@ -227,10 +258,11 @@ describe("dga.gpt", function()
                function() return m:forward(dga.zeros(1, 2, 8, "int32"), y) end)
         raises("is empty", function() return m:eval({}, {}) end)
         raises("ragged", function() return m:forward({{1, 2}, {3}}, {{1, 2}, {3, 4}}) end)
-        raises("token id 32 at [1,2]", function() return m:logits({1, 32}) end)
-        raises("token id -1 at [1,1]", function() return m:generate({-1}, 3) end)
+        raises("next_logits: token id 32 at [1,2]", function() return m:logits({1, 32}) end)
+        raises("generate: token id -1 at [1,1]", function() return m:generate({-1}, 3) end)
         raises("unknown field 'temp'", function() return m:generate({1}, 3, {temp = 1}) end)
-        raises("field 'temperature'", function() return m:generate({1}, 3, {temperature = -1}) end)
+        raises("bad argument #3 to 'generate' (option 'temperature' must be a number in [0, 1e+06], got -1)",
+               function() return m:generate({1}, 3, {temperature = -1}) end)
         raises("expected 0..1000000 new tokens", function() return m:generate({1}, -1) end)
         local p = m:params()
         p:fill_(1e30)                                        -- overflows to inf in the logits
@@ -338,9 +370,12 @@ describe("dga.adamw", function()
     it("rejects bad options and a closed model", function()
         local m = dga.gpt(config{seed = 23})
         raises("unknown field 'lr_max'", dga.adamw, m, {lr_max = 1})
-        raises("field 'beta1' is 1", dga.adamw, m, {beta1 = 1})
-        raises("field 'lr' must be a number", dga.adamw, m, {lr = "x"})
-        raises("field 'decay' is 'some'", dga.adamw, m, {decay = "some"})
+        raises("bad argument #2 to 'dga.adamw' (option 'beta1' must be a number in [0, 1), got 1)",
+               dga.adamw, m, {beta1 = 1})
+        raises([[option 'lr' must be a number in [0, 1000], got "x"]], dga.adamw, m, {lr = "x"})
+        raises("option 'eps' must be a number in (0, 1], got 0", dga.adamw, m, {eps = 0})
+        raises([[option 'decay' must be one of "matrices", "linear", "all", "none", got "some"]],
+               dga.adamw, m, {decay = "some"})
         raises("dga.gpt expected", dga.adamw, {}, {})
         local opt = dga.adamw(m)
         raises("learning rate must be finite", function() opt:step(0 / 0) end)

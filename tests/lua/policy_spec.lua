@@ -40,7 +40,11 @@ describe("fixed policies", function()
         local h = dga.tensor({0, 0.25, 0.75, 0})
         local w = policies.get("importance"):init(ctx_of({1, 1, 1, 1}, {is_histogram = h}))
         assert.are.same(h:totable(), w:totable())
-        assert.has_error(function() policies.get("importance"):init(ctx_of({1, 1})) end)
+        assert.error_matches(function() policies.get("importance"):init(ctx_of({1, 1})) end,
+                             "policy 'importance': ctx.is_histogram is missing", 1, true)
+        assert.error_matches(function()
+            policies.get("importance"):init(ctx_of({1, 1}, {is_histogram = dga.tensor{1, 0, 0}}))
+        end, "is_histogram has 3 entries, expected ctx.k = 2", 1, true)
     end)
 end)
 
@@ -125,7 +129,8 @@ describe("dga", function()
         assert.is_true(close(w[3], 0.6))
         w = policies.get("dga", {init = {1, 1, 2}}):init(ctx)
         assert.is_true(close(w[3], 0.5))
-        assert.has_error(function() policies.get("dga", {init = {1, 1}}):init(ctx) end)
+        assert.error_matches(function() policies.get("dga", {init = {1, 1}}):init(ctx) end,
+                             "policies: init has 2 weights, expected ctx.k = 3", 1, true)
     end)
 
     it("state round-trips", function()
@@ -155,7 +160,8 @@ describe("dga_dist", function()
         local expect = {w[1] * 0.5, w[1] * 0.5, w[2] * 0.25, w[2] * 0.75}
         for i = 1, 4 do assert.is_true(close(mix[i], expect[i])) end
         local bad = ctx_of({10, 20})
-        assert.has_error(function() p:init(bad) end)
+        assert.error_matches(function() p:init(bad) end,
+                             "policy 'dga_dist': ctx.basis (the k x N histograms) is missing", 1, true)
     end)
 end)
 

@@ -51,6 +51,8 @@ local function child(run_dir, opts)
     local f = assert(io.open(script, "w"))
     f:write(string.format([[
         package.path = %q .. "/?.lua;" .. package.path
+        -- the crash: the process ends at once, without closing or flushing anything
+        local function die_at(s) return function(step) if step == s then os.exit(9, false) end end end
         local cfg = require("trainer_fixture").config(%q)
         require("trainer").run(cfg, %s)
     ]], here, run_dir, opts))
@@ -85,7 +87,7 @@ describe("resume", function()
         local dir = base .. "/killed"
         -- checkpoint_every = 8: ckpt 8 is complete and named by latest; the process dies
         -- right after ckpt 16 is written, before latest moves (and before 8 is removed).
-        local code, out = child(dir, "{quiet = true, die_before_pointer = 16}")
+        local code, out = child(dir, "{quiet = true, hooks = {before_pointer = die_at(16)}}")
         assert.are_not.equal(0, code, out)
         assert.are.equal("ckpt-00000008.safetensors", runinfo.read_file(dir .. "/latest"):match("%S+"))
         -- rows up to step 16 were written before the death: resume must drop those after 8
@@ -111,7 +113,7 @@ describe("resume", function()
 
     it("resumes from the newest complete checkpoint when the pointer is missing", function()
         local dir = base .. "/nopointer"
-        local code, out = child(dir, "{quiet = true, die_after_step = 20}")
+        local code, out = child(dir, "{quiet = true, hooks = {after_step = die_at(20)}}")
         assert.are_not.equal(0, code, out)
         os.remove(dir .. "/latest")
         assert.are.equal(base .. "/nopointer/ckpt-00000016.safetensors", trainer.latest_checkpoint(dir))
@@ -121,7 +123,7 @@ describe("resume", function()
 
     it("resumes from the command line with the run directory alone (config.lua + data/)", function()
         local dir = base .. "/cli"
-        local code, out = child(dir, "{quiet = true, die_after_step = 12}")
+        local code, out = child(dir, "{quiet = true, hooks = {after_step = die_at(12)}}")
         assert.are_not.equal(0, code, out)
         local exe = os.getenv("DGALUA") or "build/dgalua"
         local p = io.popen(string.format("%s %s/scripts/trainer.lua --resume %s --quiet 2>&1", exe,
@@ -276,6 +278,91 @@ describe("resume", function()
         local cks = trainer.list_checkpoints(dir)
         assert.are.equal(1, #cks)
         assert.are.equal(12, cks[1].step)
+    end)
+
+    it("says a run is already at its step, with its real summary, and changes nothing", function()
+        local dir = base .. "/done"
+        trainer.run(fixture.config(dir), {quiet = true})
+        local metrics = runinfo.read_file(dir .. "/metrics.csv")
+        local recs = csvlog.read_records(dir .. "/metrics.csv")
+        local last = recs[#recs]
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        for _, steps in ipairs{"", " --steps 24", " --steps 12"} do
+            local p = io.popen(string.format("%s %s/scripts/trainer.lua --resume %s --quiet%s 2>&1", exe,
+                                             runinfo.repo_root(), dir, steps))
+            local out = p:read("a")
+            local ok = p:close()
+            assert.is_true(ok, out)
+            local asked = steps == "" and 24 or tonumber(steps:match("%d+"))
+            assert.is_truthy(out:find(string.format("tiny: the run is already at step 24 (asked for %d): "
+                                                    .. "nothing to train", asked), 1, true), out)
+            assert.is_truthy(out:find(string.format("tiny: step 24, specific loss %.4f, generic loss %.4f",
+                                                    last.specific_loss, last.generic_loss), 1, true), out)
+            assert.is_falsy(out:find("nan", 1, true), out)
+        end
+        assert.are.equal(metrics, runinfo.read_file(dir .. "/metrics.csv"))
+        -- in-process: the summary of the checkpoint and the last metrics row
+        local s = trainer.resume(dir, {steps = 20}, {quiet = true})
+        assert.are.equal(24, s.step)
+        assert.are.equal(last.specific_loss, s.specific_loss)
+        assert.are.equal(last.basis_2_loss, s.basis[2])
+        assert.are.equal(3, #s.weights)
+    end)
+
+    it("removes leftover temporary files only when their writer is gone", function()
+        local dir = base .. "/tmpfiles"
+        trainer.run(fixture.config(dir), {quiet = true, stop_at = 12})
+        local stat = runinfo.read_file("/proc/self/stat")
+        local me, parent = stat:match("^(%d+) %b() %a (%d+)")
+        local gone = "4194305"   -- above the kernel's largest pid
+        for _, pid in ipairs{me, parent, gone} do
+            local f = assert(io.open(dir .. "/ckpt-00000016.safetensors.tmp." .. pid, "wb"))
+            f:write("partial")
+            f:close()
+        end
+        trainer.run(fixture.config(dir), {quiet = true, resume = true})
+        assert_same_run(base .. "/full", dir)
+        assert.is_false(runinfo.exists(dir .. "/ckpt-00000016.safetensors.tmp." .. gone))
+        assert.is_false(runinfo.exists(dir .. "/ckpt-00000016.safetensors.tmp." .. me))
+        -- the parent (busted's runner) still runs: its file may be a save in progress
+        assert.is_true(runinfo.exists(dir .. "/ckpt-00000016.safetensors.tmp." .. parent))
+        -- a fresh start cleans up the same way
+        os.remove(dir .. "/ckpt-00000016.safetensors.tmp." .. parent)
+    end)
+
+    -- A full disk: a small tmpfs filled up in the middle of the run. The run stops with an error
+    -- that names the file and the cause; once space is back, the resume gives the same run.
+    it("stops on a full disk with a clear error and resumes once space is back", function()
+        local mnt = base .. "/tmpfs"
+        runinfo.mkdir_p(mnt)
+        if not os.execute("mount -t tmpfs -o size=4m tmpfs " .. mnt .. " 2>/dev/null") then
+            pending("cannot mount a tmpfs here (needs root): the /dev/full test in csv_spec covers the CSV writes")
+            return
+        end
+        finally(function() os.execute("umount " .. mnt) end)
+        local dir = mnt .. "/run"
+        local ballast = mnt .. "/ballast"
+        local function fill()
+            local f = assert(io.open(ballast, "wb"))
+            local chunk = string.rep("x", 4096)
+            while f:write(chunk) and f:flush() do end
+            f:close()
+        end
+        -- The first alignment round (step 8) comes after the first checkpoint (step 4): the disk
+        -- fills up at step 5, and alignments.csv, a new file, cannot get its header. (Rows
+        -- appended to the other logs still fit in their last page.)
+        local over = {T_r = 8, checkpoint_every = 4}
+        local ref = base .. "/fulldisk_ref"
+        trainer.run(fixture.config(ref, over), {quiet = true})
+        local ok, err = pcall(trainer.run, fixture.config(dir, over),
+                              {quiet = true, hooks = {after_step = function(step) if step == 5 then fill() end end}})
+        assert.is_false(ok)
+        assert.matches(dir .. "/alignments.csv: cannot write: No space left on device", err, 1, true)
+        -- the lock went with the error
+        dga.lock(dir .. "/.lock"):release()
+        os.remove(ballast)
+        trainer.run(fixture.config(dir, over), {quiet = true, resume = true})
+        assert_same_run(ref, dir)
     end)
 
     it("fails clearly when there is nothing to resume", function()

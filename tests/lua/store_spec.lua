@@ -103,11 +103,12 @@ describe("domain store", function()
         assert.is_false(ok)
         assert.matches("batch row 2: domain 3 outside %[1, 2%]", err)
         ok, err = pcall(s.sequence, s, 3, 1, 1)
+        assert.is_false(ok)
         assert.matches("level 3 outside %[1, 2%]", err)
     end)
 
     it("decodes sequences with the store's tokenizer into the source's words", function()
-        local names, counts = s:sources(1)
+        local _, counts = s:sources(1)
         local alpha_domain = counts:at(1, 1) > 0 and 1 or 2
         local tok = s:tokenizer()
         local text = tok:decode(s:sequence(1, alpha_domain, 1))
@@ -117,14 +118,14 @@ describe("domain store", function()
     end)
 
     it("puts the IS histogram of one source's texts on its domain", function()
-        local names, counts = s:sources(1)
+        local _, counts = s:sources(1)
         local omega_domain = counts:at(1, 2) > 0 and 1 or 2
         local texts = {}
         for i = 1, 8 do texts[i] = make_text(r, words[2], 30) end
-        local h, used = s:histogram(texts, 1)
+        local hist, used = s:histogram(texts, 1)
         assert.are.equal(8, used)
-        assert.are.equal(1, h[omega_domain])
-        assert.are.equal(0, h[3 - omega_domain])
+        assert.are.equal(1, hist[omega_domain])
+        assert.are.equal(0, hist[3 - omega_domain])
         local h2 = s:histogram(texts, 2)
         dga.check_distribution(h2)
         local ids, scores = s:nearest(texts[1], 1, 2)
@@ -157,14 +158,14 @@ describe("domain store", function()
         assert.matches('"name": "gpt"', g:manifest())
         assert.are.same({2, 24}, g:centroids(1):shape())
         -- the two alphabets still end up in different domains
-        local names, counts = g:sources(1)
+        local _, counts = g:sources(1)
         assert.is_true((counts:at(1, 1) == 0) ~= (counts:at(2, 1) == 0))
         -- texts embedded after the build (the store's own copy of the model) land there too
         local alpha_domain = counts:at(1, 1) > 0 and 1 or 2
         local texts = {}
         for i = 1, 6 do texts[i] = make_text(r, words[1], 30) end
-        local h = g:histogram(texts, 1)
-        assert.are.equal(1, h[alpha_domain])
+        local hist = g:histogram(texts, 1)
+        assert.are.equal(1, hist[alpha_domain])
         local e = dga.embed({texts[1], texts[1]}, g)
         assert.are.same({2, 24}, e:shape())
         assert.is_true(math.abs(e:narrow(1, 1):norm() - 1) < 1e-5)
@@ -220,9 +221,9 @@ describe("domain store", function()
             exe, out2, texts, root))
         log = f:read("a")
         assert.is_true(f:close(), log)
-        local h = dga.npy_load(root .. "/h.npy")
-        assert.are.same({2}, h:shape())
-        assert.are.equal(1, h:max())
+        local hist = dga.npy_load(root .. "/h.npy")
+        assert.are.same({2}, hist:shape())
+        assert.are.equal(1, hist:max())
         -- JSON Lines input with a malformed line: counted and named, the rest used
         local jl = assert(io.open(root .. "/is.jsonl", "w"))
         jl:write('{"text": "', make_text(r, words[1], 20), '"}\n', 'not json\n')
@@ -282,18 +283,18 @@ describe("embeddings, k-means, npy", function()
             local c = (i - 1) % 4 + 1
             for j = 1, d do pts[(i - 1) * d + j] = (j == c and 5 or 0) + 0.3 * r:normal() end
         end
-        local h = dga.kmeans_hierarchical(pts, {4, 3}, {seed = 2})
-        assert.are.equal(4, h.k[1])
-        local kleaf = h.k[2]
-        assert.are.equal(1, h.ranges[1][1])
-        assert.are.equal(kleaf + 1, h.ranges[1][5])
+        local tree = dga.kmeans_hierarchical(pts, {4, 3}, {seed = 2})
+        assert.are.equal(4, tree.k[1])
+        local kleaf = tree.k[2]
+        assert.are.equal(1, tree.ranges[1][1])
+        assert.are.equal(kleaf + 1, tree.ranges[1][5])
         -- Points of one blob share a coarse domain: their leaves fall in one coarse range.
         local function coarse(leaf)
             for c = 1, 4 do
-                if leaf >= h.ranges[1][c] and leaf < h.ranges[1][c + 1] then return c end
+                if leaf >= tree.ranges[1][c] and leaf < tree.ranges[1][c + 1] then return c end
             end
         end
-        for i = 5, n do assert.are.equal(coarse(h.leaf[i - 4]), coarse(h.leaf[i])) end
+        for i = 5, n do assert.are.equal(coarse(tree.leaf[i - 4]), coarse(tree.leaf[i])) end
         assert.has_error(function() dga.kmeans_hierarchical(pts, {0}) end)
     end)
 

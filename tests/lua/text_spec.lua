@@ -78,6 +78,7 @@ describe("text", function()
             assert.truthy(err:find("nope: cannot open", 1, true))
             ok, err = pcall(dga.read_texts, dir .. "/nope")
             assert.is_false(ok)
+            assert.truthy(err:find("nope", 1, true))
         end)
 
         it("reads a real corpus domain when the data is there", function()
@@ -255,8 +256,8 @@ describe("text", function()
             code, out = run("scripts/tokenize.lua --help")
             assert.equal(0, code)
             assert.truthy(out:find("--tokenizer", 1, true))
-            local err
-            code, out, err = run("scripts/train_tokenizer.lua --corpus " .. shell_quote(dir .. "/none") ..
+            local _, err
+            code, _, err = run("scripts/train_tokenizer.lua --corpus " .. shell_quote(dir .. "/none") ..
                                  " --out " .. shell_quote(dir .. "/x.json"))
             assert.is_not.equal(0, code)
             assert.truthy(err:find("none: cannot open", 1, true))

@@ -147,7 +147,8 @@ describe("trainer", function()
         local f = assert(io.open(script, "w"))
         f:write(string.format([[
             package.path = %q .. "/?.lua;" .. package.path
-            local cfg = require("trainer_fixture").config(%q, {steps = 8, progress = true})
+            local cfg = require("trainer_fixture").config(%q, {steps = 8, progress = true,
+                                                               eval_progress_min = 0})
             require("trainer").run(cfg)
         ]], here, d .. "/run"))
         f:close()
@@ -156,8 +157,17 @@ describe("trainer", function()
         local out = p:read("a")
         local ok = p:close()
         assert.is_true(ok, out)
-        assert.is_truthy(out:find("8", 1, true))
-        assert.is_truthy(out:lower():find("loss"), out)
+        -- the last update names the step out of the total and the loss
+        assert.is_truthy(out:find("tiny step 8/8 | loss %d+%.%d+"), out)
+        -- the final evaluation (long, with eval_progress_min = 0) says what it has evaluated
+        for i, what in ipairs{"specific, 8 sequences", "generic, 9 sequences", "basis 1 (count), 4 sequences",
+                              "basis 2 (random), 4 sequences"} do
+            local line = string.format("tiny: final evaluation %d/4: %s: loss ", i, what)
+            assert.is_truthy(out:find(line, 1, true), line .. " not in " .. out)
+        end
+        -- and only the final one
+        local _, n = out:gsub("final evaluation 1/4", "")
+        assert.are.equal(1, n, out)
     end)
 
     it("draws the run's loss and weight figures with gnuplot", function()
@@ -236,11 +246,6 @@ describe("trainer", function()
     end)
 
     it("trains in distribution mode: weights over the basis sets, leaves mixed by P", function()
-        local ok = pcall(require, "policies.dga_dist")
-        if not ok then
-            pending("scripts/policies/dga_dist.lua is not there yet")
-            return
-        end
         local d = tmpdir("dist") .. "/run"
         local cfg = fixture.config(d, {dist = true, policy = {name = "dga_dist", beta = 0.5}})
         cfg.basis[1].histogram = dga.tensor{0.8, 0.0, 0.2}
@@ -297,9 +302,9 @@ describe("trainer", function()
 
     it("rejects bad configurations with clear messages", function()
         local d = fixture.data(7)
-        assert.has_error(function()
+        assert.error_matches(function()
             trainer.new(fixture.config(nil))
-        end)
+        end, "trainer: cfg.run_dir (the run directory) is required", 1, true)
         assert.error_matches(function()
             trainer.new(fixture.config(tmpdir("bad"), {checkpoint_every = 6}))
         end, "multiple of eval_every")
@@ -307,6 +312,264 @@ describe("trainer", function()
             trainer.new(fixture.config(tmpdir("bad"), {specific = {train = d.specific_train,
                                                                    heldout = dga.zeros(2, 5, "int32")}}))
         end, "specific.heldout: sequences of 5 tokens")
+    end)
+end)
+
+describe("trainer run directories", function()
+    it("refuses to start over a run unless told to overwrite it", function()
+        local d = tmpdir("overwrite") .. "/run"
+        trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
+        local before = runinfo.read_file(d .. "/metrics.csv")
+        assert.error_matches(function()
+            trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
+        end, d .. " already holds a run (a checkpoint or metrics.csv): resume it", 1, true)
+        assert.are.equal(before, runinfo.read_file(d .. "/metrics.csv"))
+        assert.is_not_nil(trainer.latest_checkpoint(d))
+        -- a metrics log alone (a run killed before its first checkpoint) is a run too
+        local d2 = tmpdir("overwrite2")
+        runinfo.write_atomic(d2 .. "/metrics.csv", "step\r\n0\r\n")
+        assert.error_matches(function()
+            trainer.run(fixture.config(d2, {steps = 4}), {quiet = true})
+        end, "already holds a run", 1, true)
+        -- overwrite = true starts afresh
+        local s = trainer.run(fixture.config(d, {steps = 8}), {quiet = true, overwrite = true})
+        assert.are.equal(8, s.step)
+        local _, rows = csvlog.read(d .. "/metrics.csv")
+        assert.are.equal(3, #rows)
+    end)
+
+    it("has one writer: a second one fails at once, naming the holder's pid", function()
+        local d = tmpdir("locked") .. "/run"
+        runinfo.mkdir_p(d)
+        local me = math.tointeger(tonumber(runinfo.read_file("/proc/self/stat"):match("^(%d+)")))
+        local lock = dga.lock(d .. "/.lock")
+        assert.error_matches(function()
+            trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
+        end, d .. "/.lock: locked by process " .. me, 1, true)
+        assert.is_false(runinfo.exists(d .. "/metrics.csv"))
+        lock:release()
+        -- the run holds the lock while it trains, and releases it at the end
+        local seen
+        trainer.run(fixture.config(d, {steps = 4}), {quiet = true, hooks = {after_step = function()
+            seen = select(2, pcall(dga.lock, d .. "/.lock"))
+        end}})
+        assert.matches("locked by process " .. me, seen, 1, true)
+        dga.lock(d .. "/.lock"):release()
+        -- and on an error too (a resume that asks for a checkpoint of another model)
+        assert.error_matches(function()
+            trainer.run(fixture.config(d, {model = {layers = 2, width = 16, heads = 2}}), {quiet = true, resume = true})
+        end, "config mismatch: file has n_layer=1, model has n_layer=2", 1, true)
+        dga.lock(d .. "/.lock"):release()
+    end)
+
+    it("sees the lock of another process, which the kernel drops when it dies", function()
+        local d = tmpdir("locked_child")
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local script = d .. "/hold.lua"
+        runinfo.write_atomic(script, string.format([[
+            local lock = dga.lock(%q)
+            local f = io.open(%q, "w"); f:write("held\n"); f:close()
+            io.read("l")   -- until the parent closes the pipe, or kills this process
+            lock:release()
+        ]], d .. "/run/.lock", d .. "/held"))
+        runinfo.mkdir_p(d .. "/run")
+        local p = io.popen(string.format("exec %s %s > %s/out 2>&1", exe, script, d), "w")
+        local pid
+        finally(function()
+            if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+            p:close()
+        end)
+        -- wait for the child to hold the lock (it says so in a file)
+        while not runinfo.exists(d .. "/held") do os.execute("sleep 0.01") end
+        pid = math.tointeger(tonumber(runinfo.read_file(d .. "/run/.lock"):match("^(%d+)")))
+        assert.is_not_nil(pid)
+        assert.error_matches(function()
+            trainer.run(fixture.config(d .. "/run", {steps = 4}), {quiet = true})
+        end, "locked by process " .. pid .. ", which is writing there", 1, true)
+        os.execute("kill -9 " .. pid)
+        p:close()
+        p = io.popen("true", "w")
+        pid = nil
+        local s = trainer.run(fixture.config(d .. "/run", {steps = 4}), {quiet = true})
+        assert.are.equal(4, s.step)
+    end)
+
+    it("locks the output of tokenize.lua and build_store.lua", function()
+        local d = tmpdir("tool_locks")
+        local exe = os.getenv("DGALUA") or "build/dgalua"
+        local root = runinfo.repo_root()
+        local me = math.tointeger(tonumber(runinfo.read_file("/proc/self/stat"):match("^(%d+)")))
+        for _, t in ipairs{{"tokenize.lua --corpus x --tokenizer x --out " .. d .. "/shard.bin", d .. "/shard.bin.lock"},
+                           {"build_store.lua x --out " .. d .. "/store/", d .. "/store.lock"}} do
+            local lock = dga.lock(t[2])
+            local p = io.popen(string.format("%s %s/scripts/%s 2>&1", exe, root, t[1]))
+            local out = p:read("a")
+            local ok = p:close()
+            lock:release()
+            assert.is_falsy(ok, out)
+            assert.is_truthy(out:find(t[2] .. ": locked by process " .. me, 1, true), out)
+        end
+    end)
+end)
+
+describe("trainer checkpoints", function()
+    it("give back the policy's plain values with their types, its tensors and the history", function()
+        local checkpoint = require "trainer.checkpoint"
+        local path = tmpdir("ckschema") .. "/c.safetensors"
+        local function parts()
+            local model = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 2, seed = 1}
+            return model, dga.adamw(model, {lr = 1e-3}), dga.sampler({4, 4}, {seed = 1}), dga.rng(2)
+        end
+        local model, opt, sampler, rng = parts()
+        -- a policy without state()/set_state(): its fields are scraped
+        local policy = {name = "plain", count = 3, scale = 0.1, on = true, off = false, label = "x:y",
+                        alpha = dga.tensor{0.25, 0.75}, skipped = {1, 2}}
+        local history = {dga.tensor{0.5, 0.5}, dga.tensor{0.25, 0.75}}
+        checkpoint.save(path, {step = 12, name = "n", policy_name = "plain", elapsed = 1.5, model = model,
+                               optimizer = opt, weights = history[2], policy = policy, history = history,
+                               sampler = sampler, rng = rng})
+        local m2, o2 = parts()
+        local restored = {}
+        local ck = checkpoint.load(path, {model = m2, optimizer = o2, policy = restored})
+        assert.are.equal(12, ck.step)
+        assert.are.equal(1.5, ck.elapsed)
+        assert.are.same({0.25, 0.75}, ck.weights:totable())
+        assert.are.equal(2, #ck.history)
+        assert.are.same({0.5, 0.5}, ck.history[1]:totable())
+        assert.are.equal("string", type(ck.sampler))
+        assert.are.equal("string", type(ck.rng))
+        assert.are.equal(math.type(3), math.type(restored.count))
+        assert.are.equal(3, restored.count)
+        assert.are.equal(0.1, restored.scale)
+        assert.are.equal(true, restored.on)
+        assert.are.equal(false, restored.off)
+        assert.are.equal("x:y", restored.label)
+        assert.are.equal("plain", restored.name)
+        assert.are.same({0.25, 0.75}, restored.alpha:totable())
+        assert.is_nil(restored.skipped)
+    end)
+end)
+
+describe("dga.lock", function()
+    it("is released once, by release, __close or the collector", function()
+        local path = tmpdir("lockobj") .. "/x.lock"
+        local l = dga.lock(path)
+        assert.is_true(l:held())
+        assert.are.equal("dga.lock (" .. path .. ")", tostring(l))
+        l:release()
+        l:release()
+        assert.is_false(l:held())
+        assert.are.equal("dga.lock (released)", tostring(l))
+        do
+            local l2 <close> = dga.lock(path)   -- luacheck: no unused
+            assert.has_error(function() dga.lock(path) end)
+        end
+        dga.lock(path)   -- dropped: the collector releases it
+        collectgarbage("collect")
+        dga.lock(path):release()
+        assert.error_matches(function() dga.lock(tmpdir("lockobj") .. "/no/such/dir/x.lock") end,
+                             "x.lock: cannot open the lock file: No such file or directory", 1, true)
+    end)
+end)
+
+describe("trainer alignment rounds", function()
+    local align = require "trainer.align"
+    local V, T, B = fixture.V, fixture.L - 1, 4
+    local data = fixture.data(7)
+    local model = dga.gpt{layers = 1, width = 16, heads = 2, context = T, vocab = V, batch = B, seed = 4}
+    local function batch(seqs, first)
+        return {trainer.rows_to_io(seqs, {first, first + 1, first + 2, first + 3})}
+    end
+    local target = batch(data.specific_train, 1)
+    local probes = {batch(data.domains[1], 1), false, batch(data.domains[2], 5), target}
+    local function round(normalize, lr_scale, lr)
+        return align.round(model, target, probes, 4, {method = "exact", normalize = normalize,
+                                                      lr_scale = lr_scale}, lr)
+    end
+    local raw = round("none")
+
+    it("gives the raw inner products with normalize = none, 0 where there is no probe", function()
+        local r = dga.align(model, target[1], target[2], {probes[1], probes[3], probes[4]})
+        model:zero_grad()
+        assert.are.same({r.dot[1], 0, r.dot[2], r.dot[3]}, raw.align:totable())
+        assert.are.same({r.grad_norm[1], 0, r.grad_norm[2], r.grad_norm[3]}, raw.grad_norm:totable())
+        assert.are.equal(0, raw.loss[2])
+        -- the target batch against itself: <g_t, g_t> = |g_t|^2
+        assert.is_true(math.abs(raw.align[4] / raw.target_norm ^ 2 - 1) < 1e-4)
+    end)
+
+    it("divides by |g_i| |g_t| with normalize = cosine", function()
+        local r = round("cosine")
+        assert.are.same(raw.align:totable(), r.dot:totable())   -- the raw products stay
+        assert.is_true(math.abs(r.align[4] - 1) < 1e-4, "a batch against itself: cosine 1")
+        assert.are.equal(0, r.align[2])
+        for _, i in ipairs{1, 3} do
+            local expect = raw.align[i] / (raw.grad_norm[i] * raw.target_norm)
+            assert.is_true(math.abs(r.align[i] - expect) <= 1e-6 * math.abs(expect), tostring(i))
+            assert.is_true(math.abs(r.align[i]) <= 1 + 1e-6)
+        end
+    end)
+
+    it("divides by the mean norm of the probed components with normalize = mean_norm", function()
+        local r = round("mean_norm")
+        local mean = (raw.grad_norm[1] + raw.grad_norm[3] + raw.grad_norm[4]) / 3
+        for _, i in ipairs{1, 3, 4} do
+            local expect = raw.align[i] / mean
+            assert.is_true(math.abs(r.align[i] - expect) <= 1e-6 * math.abs(expect), tostring(i))
+        end
+        assert.are.equal(0, r.align[2])
+    end)
+
+    it("multiplies by the learning rate with lr_scale", function()
+        local lr = 0.25   -- a power of two: the product is exact
+        assert.are.same(raw.align:scale(lr):totable(), round("none", true, lr).align:totable())
+        local c, cl = round("cosine"), round("cosine", true, lr)
+        for i = 1, 4 do assert.are.equal(c.align[i] * lr, cl.align[i]) end
+    end)
+
+    it("refuses a normalisation the method cannot give", function()
+        local d = tmpdir("norm_fd")
+        assert.error_matches(function()
+            trainer.new(fixture.config(d, {align = {normalize = "cosine", method = "fd"}}))
+        end, 'needs per-domain gradient norms, which align.method = "fd" does not compute', 1, true)
+        assert.error_matches(function()
+            trainer.new(fixture.config(d, {align = {normalize = "cos"}}))
+        end, 'align.normalize = cos, expected "none", "cosine" or "mean_norm"', 1, true)
+    end)
+
+    it("takes a policy's own probe batches", function()
+        -- a DGA policy that probes domain 2 with domain 1's data and leaves domain 3 out
+        local calls, run_model = 0, nil
+        package.preload["policies.probing_test"] = function()
+            local dga_policy = require "policies.dga"
+            local P = setmetatable({}, {__index = dga_policy})
+            P.__index = P
+            function P.new(opts)
+                return setmetatable({name = "probing_test", opts = dga_policy.options("probing_test", opts)}, P)
+            end
+            function P:probes(ctx)
+                calls = calls + 1
+                -- what a policy can use: the model, and a batch of any component
+                assert.are.equal(run_model(), ctx.model)
+                local x, y = ctx:probe(3, 2)
+                assert.are.same({2, fixture.L - 1}, x:shape())
+                assert.are.same({2, fixture.L - 1}, y:shape())
+                local p = ctx:probes()
+                return {p[1], p[1], false}
+            end
+            return P
+        end
+        local d = tmpdir("probing") .. "/run"
+        local run = trainer.new(fixture.config(d, {steps = 8, policy = {name = "probing_test", eta = 1}}),
+                                {quiet = true})
+        function run_model() return run.model end
+        run:train()
+        assert.are.equal(1, calls)   -- one update, at step 4
+        local recs = csvlog.read_records(d .. "/alignments.csv")
+        assert.are.equal(3, #recs)
+        assert.are.equal(recs[1].align, recs[2].align)
+        assert.are.equal(recs[1].loss, recs[2].loss)
+        assert.are.same({0, 0, 0}, {recs[3].align, recs[3].loss, recs[3].grad_norm})
     end)
 end)
 
@@ -326,7 +589,8 @@ describe("dgalib.csvlog", function()
         assert.are.equal('a,"b"\nc', rows[1][2])
         assert.is_true(math.abs(tonumber(rows[2][3]) - 1 / 3) < 1e-8)
         assert.are.equal("", rows[3][2])
-        assert.has_error(function() log = csvlog.open(path, {"a"}); log:write{nope = 1} end)
+        assert.error_matches(function() log = csvlog.open(path, {"a"}); log:write{nope = 1} end,
+                             path .. ": no column 'nope'", 1, true)
     end)
 
     it("truncates after a step, dropping a torn last record", function()

@@ -1,0 +1,152 @@
+-- The CSV logs of a run directory (columns at the top of scripts/trainer.lua):
+-- metrics.csv, weights.csv, alignments.csv, epochs.csv, and the rewritten-whole domains.csv
+-- and appended events.log. Rows are appended and flushed one at a time; a resume first cuts
+-- every log back to the checkpoint's step (truncate_to).
+local csvlog = require "dgalib.csvlog"
+local runinfo = require "dgalib.runinfo"
+
+local M = {}
+
+M.FILES = {"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv"}
+
+local METRIC_BASE = {"step", "tokens", "lr", "train_loss", "grad_norm", "specific_loss",
+                     "generic_loss"}
+local ALIGN_BASE = {"step", "domain", "align", "loss", "grad_norm", "target_loss", "target_norm"}
+
+local Logs = {}
+Logs.__index = Logs
+
+-- The metrics columns: one basis_<j>_loss per basis set with a held-out set.
+function M.metric_columns(basis)
+    local cols = {}
+    for _, c in ipairs(METRIC_BASE) do cols[#cols + 1] = c end
+    for j = 1, #basis do
+        if basis[j].heldout then cols[#cols + 1] = string.format("basis_%d_loss", j) end
+    end
+    cols[#cols + 1] = "seconds"
+    return cols
+end
+
+-- Drops every row after `step` (and a torn last row) from the logs of dir, before a resume
+-- appends to them.
+function M.truncate_to(dir, step)
+    for _, f in ipairs(M.FILES) do
+        local csv = dir .. "/" .. f
+        -- A log created after the checkpoint (alignments.csv appears at the first policy
+        -- update) may hold only a header torn by the crash: truncate_after keeps such a
+        -- file as it is, so drop it and let open write a fresh header.
+        local text = runinfo.read_file(csv)
+        if text and not text:find("\n", 1, true) then
+            os.remove(csv)
+        else
+            csvlog.truncate_after(csv, "step", step)
+        end
+    end
+end
+
+-- Opens the logs of dir: mode "w" starts them afresh, "a" appends (resume).
+function M.open(dir, basis, mode)
+    local self = setmetatable({dir = dir}, Logs)
+    self.metrics = csvlog.open(dir .. "/metrics.csv", M.metric_columns(basis), mode)
+    self.weights = csvlog.open(dir .. "/weights.csv", {"step", "domain", "weight"}, mode)
+    self.epochs = csvlog.open(dir .. "/epochs.csv", {"step", "domain", "epochs", "drawn", "capped"},
+                              mode)
+    -- alignments.csv: its extra columns are the policy's log fields, known at the first
+    -- update; an existing file (resume) fixes them.
+    local header = csvlog.read(dir .. "/alignments.csv")
+    if mode == "a" and header and #header > 0 then
+        self.align = csvlog.open(dir .. "/alignments.csv", header, "a")
+    elseif mode ~= "a" then
+        os.remove(dir .. "/alignments.csv")
+    end
+    return self
+end
+
+-- rec: step, tokens, lr, train_loss, grad_norm, seconds, and the evaluation `ev`
+-- {specific=, generic=, basis = {[j] = loss}}.
+function Logs:metric(rec, ev)
+    rec.specific_loss, rec.generic_loss = ev.specific, ev.generic
+    for j, v in pairs(ev.basis) do rec[string.format("basis_%d_loss", j)] = v end
+    self.metrics:write(rec)
+    self.metrics:flush()
+end
+
+-- pairs: list of {component, weight}.
+function Logs:weight_rows(step, pairs_)
+    for _, p in ipairs(pairs_) do self.weights:write_list{step, p[1], p[2]} end
+    self.weights:flush()
+end
+
+-- One row per component of an alignment round r, with the policy's ctx.log fields.
+function Logs:alignment(step, r, fields, K)
+    local keys = {}
+    for key in pairs(fields) do keys[#keys + 1] = key end
+    table.sort(keys)
+    if not self.align then
+        local cols = {}
+        for _, c in ipairs(ALIGN_BASE) do cols[#cols + 1] = c end
+        for _, key in ipairs(keys) do cols[#cols + 1] = key end
+        self.align = csvlog.open(self.dir .. "/alignments.csv", cols, "w")
+    end
+    local known = self.align.columns
+    local rec = {}
+    for d = 1, K do
+        for key in pairs(rec) do rec[key] = nil end
+        rec.step, rec.domain = step, d
+        rec.align, rec.loss, rec.grad_norm = r.align[d], r.loss[d], r.grad_norm[d]
+        rec.target_loss, rec.target_norm = r.target_loss, r.target_norm
+        local row = {}
+        for j, c in ipairs(known) do
+            local v = rec[c]
+            if v == nil then v = fields[c] end
+            if type(v) == "userdata" then v = nil end
+            row[j] = v
+        end
+        self.align:write_list(row)
+    end
+    self.align:flush()
+end
+
+-- Epochs and draws per leaf domain; beyond sparse_k leaves only those drawn from.
+function Logs:epoch_rows(step, sampler, k, sparse_k)
+    local ep, dr = sampler:epochs(), sampler:drawn()
+    local capped = {}
+    for _, d in ipairs(sampler:capped():totable()) do capped[d] = 1 end
+    local sparse = k > sparse_k
+    for d = 1, k do
+        local e, n = ep[d], dr[d]
+        if not sparse or n > 0 then
+            self.epochs:write_list{step, d, math.tointeger(e) or e, math.tointeger(n) or n,
+                                   capped[d] or 0}
+        end
+    end
+    self.epochs:flush()
+end
+
+-- domains.csv, rewritten whole: rows of {component, name, size, available}.
+function Logs:domains(rows)
+    local out = {csvlog.format_record{"domain", "name", "size", "available"}}
+    for _, row in ipairs(rows) do out[#out + 1] = csvlog.format_record(row) end
+    runinfo.write_atomic(self.dir .. "/domains.csv", table.concat(out))
+end
+
+-- A line in events.log (things that happen once: a domain leaving the mixture).
+function Logs:event(msg)
+    local path = self.dir .. "/events.log"
+    local f, err = io.open(path, "a")
+    local ok = f and f:write(msg, "\n")
+    if f then
+        local closed, cerr = f:close()
+        ok, err = ok and closed, err or cerr
+    end
+    if not ok then error(string.format("%s: cannot write: %s", path, tostring(err)), 2) end
+end
+
+-- Closes every log; a failed final write is an error unless `quiet` (after another error).
+function Logs:close(quiet)
+    for _, key in ipairs{"metrics", "weights", "epochs", "align"} do
+        if self[key] then self[key]:close(quiet) end
+    end
+end
+
+return M
