@@ -49,6 +49,9 @@
 --                     without data get align = 0. align is the raw <g_i, g_t> unless the
 --                     trainer's `align` config normalises it (cosine, mean_norm, lr scaling);
 --                     dot (float32 ctx.k) always holds the raw products.
+--                     ctx:align{target = "mixture"}: the target batch is drawn from the
+--                     current training mixture instead of the specific set (DoGE's
+--                     universal-generalisation signal).
 --   ctx:probes([n])   the mixture space's probe batches: for component j, n sequences
 --                     (default: the align batch) drawn from domain j, or from p_j in
 --                     distribution mode; false where there is no data. They come from the
@@ -56,10 +59,16 @@
 --   ctx:probe(j, [n]) the same for component j alone, as inputs, targets (nil without data)
 --   ctx:target([n])   a fresh target batch {inputs, targets} from the specific training set
 --   ctx.model         the model being trained (read it; a policy must not step it)
+--   ctx.train_loss    float32 ctx.k: the mean training loss of each component's sequences
+--                     drawn since the last update (0 where none was drawn); computed by the
+--                     training forward itself (model:seq_losses()), no extra pass. In
+--                     distribution mode: histogram-weighted over the leaves.
+--   ctx.train_count   float32 ctx.k: how many sequences that mean is over
+--   ctx.train_loss_mean  float32 ctx.k: the same mean since the start of the run
 --   ctx.log(fields)   extra columns for the alignment log (also callable as ctx:log(fields))
 local M = {}
 
-M.builtin = {"uniform", "natural", "importance", "dga", "dga_dist"}
+M.builtin = {"uniform", "natural", "importance", "dga", "dga_dist", "odm", "doge", "doremi"}
 
 -- The policy module for `name` (a table with new(opts)).
 function M.module(name)

@@ -12,6 +12,8 @@
 --   extra.weights             F32 [K]: the policy's weights now applied
 --   extra.policy.<key>        F32/I32: a tensor of the policy's state
 --   extra.history.<i>         F32 [K]: the i-th weights applied, i = 1..history
+--   extra.train_loss.<acc>    F32 [k leaves]: the training-loss accumulators (trainer/losses.lua:
+--                             sum, count since the last update; total_sum, total_count)
 --   user_number.step          integer: the last step trained
 --   user.name                 string: the run's name
 --   user.policy               string: the policy's registry name
@@ -73,7 +75,7 @@ function M.untag(s)
 end
 
 -- Writes the checkpoint of s = {step, name, policy_name, elapsed, model, optimizer, weights,
--- policy, history, sampler, rng} to path.
+-- policy, history, sampler, rng, train_losses} to path.
 function M.save(path, s)
     local tensors = {weights = s.weights}
     local meta = {step = s.step, name = s.name, policy = s.policy_name, elapsed = s.elapsed,
@@ -84,6 +86,7 @@ function M.save(path, s)
     for i, h in ipairs(s.history) do
         if is_tensor(h) then tensors["history." .. i] = h end
     end
+    for key, t in pairs(s.train_losses and s.train_losses:tensors() or {}) do tensors[key] = t end
     dga.save_checkpoint(path, {
         model = s.model, optimizer = s.optimizer, tensors = tensors,
         blobs = {sampler = s.sampler:state(), rng = s.rng:state()},
@@ -91,7 +94,8 @@ function M.save(path, s)
     })
 end
 
--- Loads path into s.model and s.optimizer, restores s.policy's state, and returns
+-- Loads path into s.model and s.optimizer, restores s.policy's state (and s.train_losses's
+-- accumulators, when the checkpoint has them), and returns
 -- {step, weights, history, sampler (blob), rng (blob), elapsed}.
 function M.load(path, s)
     local ck = dga.load_checkpoint(path, {model = s.model, optimizer = s.optimizer})
@@ -107,6 +111,7 @@ function M.load(path, s)
         if key then st.values[key] = M.untag(v) end
     end
     policy_restore(s.policy, st)
+    if s.train_losses then s.train_losses:restore(ck.tensors) end
     local nh = math.tointeger(tonumber(ck.meta.history or 0)) or 0
     local hist = {}
     for i = 1, nh do hist[i] = ck.tensors["history." .. i] end

@@ -11,6 +11,7 @@ local align = require "trainer.align"
 local logs = require "trainer.logs"
 local checkpoint = require "trainer.checkpoint"
 local rundir = require "trainer.rundir"
+local losses = require "trainer.losses"
 local runinfo = require "dgalib.runinfo"
 local csvlog = require "dgalib.csvlog"
 
@@ -63,6 +64,7 @@ function M.new(cfg, opts)
                                               epoch_cap = cfg.epoch_cap})
     self.rng = dga.rng(cfg.seed + 2)
     self.space = space_of.new(cfg, data, self.sampler)
+    self.train_losses = losses.new(self.src.k)
     self.K, self.names = self.space.K, self.space.names
 
     self.policy = require("policies").get(cfg.policy.name, cfg.policy)
@@ -87,22 +89,34 @@ function Run:make_ctx()
     function ctx.probe(_, j, n) return space:probe(j, n or run.align_batch) end
     function ctx.probes(_, n) return space:probes(n or run.align_batch) end
     function ctx.target(_, n) return {sources.random_rows(run.data.spec_train, n or run.align_batch, run.rng)} end
-    function ctx.align(_) return run:align_round() end
+    function ctx.align(_, o) return run:align_round(o) end
     self.ctx = ctx
 end
 
 function Run:refresh_ctx(step)
-    self.ctx.step = step
-    self.ctx.lr = self.lr_at(math.max(step, 1))
-    self.ctx.epochs = self.space:epochs()
+    local ctx, tl = self.ctx, self.train_losses
+    ctx.step = step
+    ctx.lr = self.lr_at(math.max(step, 1))
+    ctx.epochs = self.space:epochs()
+    ctx.train_loss, ctx.train_count = self.space:train_losses(tl.sum, tl.count)
+    ctx.train_loss_mean = self.space:train_losses(tl.total_sum, tl.total_count)
 end
 
 -- One alignment round at the current parameters: a fresh target batch, and one probe batch
 -- per component, the policy's own (policy:probes(ctx)) or the space's. Probes come from the
--- sampler's probe generator and do not count as training draws.
-function Run:align_round()
+-- sampler's probe generator and do not count as training draws. o.target = "mixture" takes
+-- the target batch from the current training mixture instead of the specific set.
+function Run:align_round(o)
     local ctx = self.ctx
-    local target = ctx:target()
+    local target
+    if o and o.target == "mixture" then
+        target = {self.space:mixture_probe(self.weights, self.align_batch, self.rng)}
+    elseif o and o.target ~= nil then
+        error(string.format("ctx:align: target = %s, expected \"mixture\" or none (the specific set)",
+                            tostring(o.target)), 3)
+    else
+        target = ctx:target()
+    end
     local probes = self.policy.probes and self.policy:probes(ctx) or ctx:probes()
     self.last_align = align.round(self.model, target, probes, self.K, self.cfg.align, ctx.lr)
     return self.last_align
@@ -156,13 +170,14 @@ function Run:save_checkpoint(step)
         step = step, name = self.cfg.name, policy_name = self.cfg.policy.name,
         elapsed = self:elapsed(), model = self.model, optimizer = self.opt,
         weights = self.weights, policy = self.policy, history = self.ctx.history,
-        sampler = self.sampler, rng = self.rng})
+        sampler = self.sampler, rng = self.rng, train_losses = self.train_losses})
     if self.hooks.before_pointer then self.hooks.before_pointer(step, self) end
     rundir.commit(self.dir, name)
 end
 
 function Run:load_checkpoint(path)
-    local ck = checkpoint.load(path, {model = self.model, optimizer = self.opt, policy = self.policy})
+    local ck = checkpoint.load(path, {model = self.model, optimizer = self.opt, policy = self.policy,
+                                      train_losses = self.train_losses})
     self.ctx.history = ck.history
     self.weights = ck.weights
     self.sampler:set_weights(self.space:mix(self.weights))
@@ -214,6 +229,7 @@ function Run:update_policy(step)
     self.last_align = nil
     for key in pairs(ctx.pending_log) do ctx.pending_log[key] = nil end
     self:apply_weights(self.policy:update(ctx, step))
+    self.train_losses:reset_interval()
     ctx.history[#ctx.history + 1] = self.weights:clone()
     self.logs:weight_rows(step, self.space:logged_weights(self.weights))
     if self.last_align then self.logs:alignment(step, self.last_align, ctx.pending_log, self.K) end
@@ -260,6 +276,7 @@ function Run:train()
         local inputs, targets = self.src.gather(domains, indices)
         model:zero_grad()
         local loss = model:forward(inputs, targets)
+        self.train_losses:add(domains, model:seq_losses())
         model:backward()
         local norm = self.clip and self.clip > 0 and model:clip_grad(self.clip) or model:grad_norm()
         opt:step(lr)

@@ -13,6 +13,10 @@
 --   space:logged_weights(w) -> the (component, weight) pairs weights.csv records
 --   space:domain_rows()     -> rows of domains.csv: {component, name, size, available}
 --   space:leaf_name(d)      -> how a leaf domain is named in messages
+--   space:train_losses(sum, count) -> float32 K mean training loss and float32 K sequence counts per
+--                              component, from per-leaf float32 sums and counts (trainer/losses.lua)
+--   space:mixture_probe(w, n, rng) -> n sequences drawn from the training mixture of weights
+--                              w (inputs, targets), as probes (not training draws)
 local M = {}
 
 local Leaves = {}
@@ -78,6 +82,14 @@ end
 
 function Leaves:leaf_name(d) return self.names[d] end
 
+function Leaves:train_losses(sum, count)
+    local loss = dga.zeros(self.K)
+    for d = 1, self.K do
+        if count[d] > 0 then loss[d] = sum[d] / count[d] end
+    end
+    return loss, count:clone()
+end
+
 local function new_basis(cfg, data, sampler)
     local cols = {}
     for j, b in ipairs(data.basis) do
@@ -127,6 +139,17 @@ end
 
 function Basis:leaf_name(d) return self.src.names and self.src.names[d] or tostring(d) end
 
+-- Per basis: the histogram-weighted mean over the leaves' sequences.
+function Basis:train_losses(sum, count)
+    local loss, n = dga.zeros(self.K), dga.zeros(self.K)
+    for j, h in ipairs(self.hist) do
+        local c = h:dot(count)
+        n[j] = c
+        if c > 0 then loss[j] = h:dot(sum) / c end
+    end
+    return loss, n
+end
+
 -- The space cfg asks for: basis distributions when cfg.dist is set, else the leaf domains.
 -- One probe batch per component, in component order (the sampler's probe generator draws
 -- them in that order, so a run is reproducible).
@@ -139,6 +162,30 @@ local function probes(self, n)
     return out
 end
 Leaves.probes, Basis.probes = probes, probes
+
+-- n sequences drawn from the leaf mixture self:mix(w) with rng (inverse CDF), each the next
+-- probe sequence of its domain.
+local function mixture_probe(self, w, n, rng)
+    local lw = self:mix(w):totable()
+    local cdf, acc = {}, 0
+    for d = 1, #lw do
+        acc = acc + lw[d]
+        cdf[d] = acc
+    end
+    local domains, indices = {}, {}
+    for b = 1, n do
+        local u, lo, hi = rng:uniform() * acc, 1, #cdf
+        while lo < hi do
+            local mid = (lo + hi) // 2
+            if cdf[mid] < u then lo = mid + 1 else hi = mid end
+        end
+        while lw[lo] <= 0 do lo = lo + 1 end   -- u = 0 lands before the first weight
+        domains[b] = lo
+        indices[b] = self.sampler:draw_from(lo, 1)[1]
+    end
+    return self.src.gather(dga.tensor(domains, "int32"), dga.tensor(indices, "int32"))
+end
+Leaves.mixture_probe, Basis.mixture_probe = mixture_probe, mixture_probe
 
 function M.new(cfg, data, sampler)
     if cfg.dist then return new_basis(cfg, data, sampler) end
