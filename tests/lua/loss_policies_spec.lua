@@ -89,7 +89,8 @@ describe("doge (generalisation estimation)", function()
         end
         local w = p:update(ctx, 100)
         assert.is_true(close(w[1], 0.5249791875))
-        assert.has_error(function() policies.get("doge", {target = "elsewhere"}) end)
+        assert.has_error(function() policies.get("doge", {target = "elsewhere"}) end,
+                         "policy 'doge': target = elsewhere, expected \"specific\" or \"mixture\"")
     end)
 end)
 
@@ -122,6 +123,7 @@ describe("doremi (excess loss against a reference)", function()
         local w = p:update(ctx, 10)
         assert.is_true(close(w[1], 0.5) and close(w[2], 0.5))
         assert.are.equal(0, ctx.logged.mean_excess)
-        assert.has_error(function() policies.get("doremi") end)
+        assert.has_error(function() policies.get("doremi") end,
+                         "policy 'doremi': option reference (a checkpoint path) is required")
     end)
 end)

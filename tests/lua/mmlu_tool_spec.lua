@@ -50,7 +50,8 @@ describe("mmlu_results", function()
         assert.is_nil(s.categories.other)
         assert.are.equal(41, s.overall.n)
         assert.is_true(near(s.overall.acc, 20 / 41))
-        assert.has_error(function() R.summarize{anatomy = {n = 3, correct = 4}} end)
+        assert.has_error(function() R.summarize{anatomy = {n = 3, correct = 4}} end,
+                         "mmlu results: subject anatomy: expected 0 <= correct <= n, got correct=4 n=3")
     end)
 
     it("writes the harness's layout, one document per shot count", function()

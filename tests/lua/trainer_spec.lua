@@ -462,7 +462,10 @@ describe("dga.lock", function()
         assert.are.equal("dga.lock (released)", tostring(l))
         do
             local l2 <close> = dga.lock(path)   -- luacheck: no unused
-            assert.has_error(function() dga.lock(path) end)
+            local ok, err = pcall(dga.lock, path)
+            assert.is_false(ok)
+            local me = io.open("/proc/self/stat"):read("l"):match("^(%d+)")
+            assert.matches(path .. ": locked by process " .. me .. ", which is writing there", err, 1, true)
         end
         dga.lock(path)   -- dropped: the collector releases it
         collectgarbage("collect")
