@@ -215,6 +215,33 @@ void dga_op_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp
     dga_pool_run(layernorm_fwd_task, &a);
 }
 
+/* One row of the layernorm backward: mean(g) and mean(g * xhat) with g = dy * w, in the
+ * lane order both the sequential and the threaded backward use (so they agree bit for bit). */
+static inline void layernorm_bwd_row_means(const float *x, const float *dy, const float *w,
+                                           float m, float r, int C, float *sg_out,
+                                           float *sgx_out)
+{
+    float ag[LANES] = {0}, agx[LANES] = {0}, sg = 0.0f, sgx = 0.0f;
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float g = dy[c + k] * w[c + k];
+            ag[k] += g;
+            agx[k] += g * ((x[c + k] - m) * r);
+        }
+    for (; c < C; c++) {
+        float g = dy[c] * w[c];
+        sg += g;
+        sgx += g * ((x[c] - m) * r);
+    }
+    for (int k = 0; k < LANES; k++) {
+        sg += ag[k];
+        sgx += agx[k];
+    }
+    *sg_out = sg / C;
+    *sgx_out = sgx / C;
+}
+
 static void layernorm_bwd_seq(float *dinp, float *dw, float *db, const float *dout,
                               const float *inp, const float *w, const float *mean,
                               const float *rstd, size_t N, int C)
@@ -225,26 +252,9 @@ static void layernorm_bwd_seq(float *dinp, float *dw, float *db, const float *do
         float *dx = dinp + i * C;
         float m = mean[i], r = rstd[i];
         /* dx = r * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w */
-        float ag[LANES] = {0}, agx[LANES] = {0}, sg = 0.0f, sgx = 0.0f;
-        int c = 0;
-        for (; c + LANES <= C; c += LANES)
-            for (int k = 0; k < LANES; k++) {
-                float g = dy[c + k] * w[c + k];
-                ag[k] += g;
-                agx[k] += g * ((x[c + k] - m) * r);
-            }
-        for (; c < C; c++) {
-            float g = dy[c] * w[c];
-            sg += g;
-            sgx += g * ((x[c] - m) * r);
-        }
-        for (int k = 0; k < LANES; k++) {
-            sg += ag[k];
-            sgx += agx[k];
-        }
-        sg /= C;
-        sgx /= C;
-        for (c = 0; c < C; c++) {
+        float sg, sgx;
+        layernorm_bwd_row_means(x, dy, w, m, r, C, &sg, &sgx);
+        for (int c = 0; c < C; c++) {
             float xhat = (x[c] - m) * r;
             db[c] += dy[c];
             dw[c] += dy[c] * xhat;
@@ -265,26 +275,9 @@ static void layernorm_bwd_task(void *p, int t, int nt)
         const float *x = a->inp + i * C, *dy = a->dout + i * C, *w = a->w;
         float *dx = a->dinp + i * C;
         float m = a->smean[i], r = a->srstd[i];
-        float ag[LANES] = {0}, agx[LANES] = {0}, sg = 0.0f, sgx = 0.0f;
-        int c = 0;
-        for (; c + LANES <= C; c += LANES)
-            for (int k = 0; k < LANES; k++) {
-                float g = dy[c + k] * w[c + k];
-                ag[k] += g;
-                agx[k] += g * ((x[c + k] - m) * r);
-            }
-        for (; c < C; c++) {
-            float g = dy[c] * w[c];
-            sg += g;
-            sgx += g * ((x[c] - m) * r);
-        }
-        for (int k = 0; k < LANES; k++) {
-            sg += ag[k];
-            sgx += agx[k];
-        }
-        sg /= C;
-        sgx /= C;
-        for (c = 0; c < C; c++) {
+        float sg, sgx;
+        layernorm_bwd_row_means(x, dy, w, m, r, C, &sg, &sgx);
+        for (int c = 0; c < C; c++) {
             float xhat = (x[c] - m) * r;
             dx[c] += r * (dy[c] * w[c] - sg - xhat * sgx);
         }

@@ -25,13 +25,9 @@
 -- A policy's state is its own state()/set_state() when it has them, else its string-keyed
 -- tensors and numbers, strings and booleans. Through the binding (dga.load_checkpoint) the
 -- prefixes are gone: ck.tensors.weights, ck.blobs.sampler, ck.meta.step, ...
-local M = {}
+local is_tensor = require("trainer.sources").is_tensor
 
-local function is_tensor(v)
-    if type(v) ~= "userdata" then return false end
-    local mt = getmetatable(v)
-    return type(mt) == "table" and mt.__name == "dga.tensor"
-end
+local M = {}
 
 local function policy_state(policy)
     if policy.state and type(policy.state) == "function" then return policy:state() end

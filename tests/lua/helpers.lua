@@ -83,4 +83,35 @@ function M.raises(text, fn, ...)
     return err
 end
 
+-- A policy's ctx for unit tests: components of the given sizes (all available), step 0, and a
+-- log that keeps the last fields logged in ctx.logged. `extra` fields are copied in.
+function M.policy_ctx(sizes, extra)
+    local ctx = {k = #sizes, sizes = dga.tensor(sizes, "float32"), budget = sizes, step = 0,
+                 history = {}, logged = {}}
+    function ctx.log(a, b)
+        local f = (a == ctx) and b or a
+        for key, v in pairs(f) do ctx.logged[key] = v end
+    end
+    for key, v in pairs(extra or {}) do ctx[key] = v end
+    return ctx
+end
+
+-- Removes a directory tree under /tmp (a guard against removing anything else).
+function M.rmtree(d)
+    if d and d:match("^/tmp/") then os.execute("rm -rf '" .. d .. "'") end
+end
+
+-- The rows of a CSV as text with the `seconds` column (the only wall-clock value) removed.
+function M.rows_without_seconds(path)
+    local header, rows, index = require("dgalib.csvlog").read(path)
+    assert.is_not_nil(header, path)
+    local out = {}
+    for r, row in ipairs(rows) do
+        local keep = {}
+        for j, v in ipairs(row) do if j ~= index.seconds then keep[#keep + 1] = v end end
+        out[r] = table.concat(keep, ",")
+    end
+    return out
+end
+
 return M

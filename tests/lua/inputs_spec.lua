@@ -24,7 +24,8 @@ describe("input checks", function()
         raises("count must be a batch size in [1, 2^31), got 0", P.draw, P, 1, 0, smp)
         local d = smp:draw(1)
         assert.are.equal(1, #d)
-        raises("option 'batch' must be an integer >= 1, got 0", dga.gpt, {layers = 1, width = 8, heads = 2, context = 4, vocab = 10, batch = 0})
+        raises("option 'batch' must be an integer >= 1, got 0", dga.gpt,
+               {layers = 1, width = 8, heads = 2, context = 4, vocab = 10, batch = 0})
     end)
 
     it("histograms and weights must be 1-D", function()

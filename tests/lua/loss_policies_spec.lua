@@ -6,14 +6,11 @@ local policies = require "policies"
 
 local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
 
+local h = require "tests.lua.helpers"
+
 local function ctx_of(sizes, extra)
-    local ctx = {k = #sizes, sizes = dga.tensor(sizes, "float32"), budget = sizes, step = 0,
-                 history = {}, logged = {}, lr = 1e-3}
-    function ctx.log(a, b)
-        local f = (a == ctx) and b or a
-        for key, v in pairs(f) do ctx.logged[key] = v end
-    end
-    for key, v in pairs(extra or {}) do ctx[key] = v end
+    local ctx = h.policy_ctx(sizes, extra)
+    ctx.lr = ctx.lr or 1e-3
     return ctx
 end
 

@@ -12,21 +12,8 @@ local fixture = require "trainer_fixture"
 local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
 
 local base
-local function rmtree(d)
-    if d and d:match("^/tmp/") then os.execute("rm -rf '" .. d .. "'") end
-end
-
-local function rows_without_seconds(path)
-    local header, rows, index = csvlog.read(path)
-    assert.is_not_nil(header, path)
-    local out = {}
-    for r, row in ipairs(rows) do
-        local keep = {}
-        for j, v in ipairs(row) do if j ~= index.seconds then keep[#keep + 1] = v end end
-        out[r] = table.concat(keep, ",")
-    end
-    return out
-end
+local h = require "tests.lua.helpers"
+local rmtree, rows_without_seconds = h.rmtree, h.rows_without_seconds
 
 describe("training-loss accumulators", function()
     it("sum and count each sequence under its leaf domain", function()

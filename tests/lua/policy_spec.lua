@@ -5,16 +5,7 @@ local policies = require "policies"
 
 local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
 
-local function ctx_of(sizes, extra)
-    local ctx = {k = #sizes, sizes = dga.tensor(sizes, "float32"), budget = sizes, step = 0,
-                 history = {}, logged = {}}
-    function ctx.log(a, b)
-        local f = (a == ctx) and b or a
-        for key, v in pairs(f) do ctx.logged[key] = v end
-    end
-    for key, v in pairs(extra or {}) do ctx[key] = v end
-    return ctx
-end
+local ctx_of = require("tests.lua.helpers").policy_ctx
 
 describe("fixed policies", function()
     it("uniform sums to 1 and skips domains without data", function()

@@ -16,23 +16,8 @@ local base
 -- Width of the model of the SIGKILL test: 2 layers of 320 make ~2.5M parameters, a ~30 MB
 -- checkpoint (parameters + AdamW moments), which takes milliseconds to write.
 local KILL_WIDTH = 320
-local function rmtree(d)
-    if d and d:match("^/tmp/") then os.execute("rm -rf '" .. d .. "'") end
-end
-
--- Rows of a CSV with the `seconds` column removed (the only wall-clock value).
-local function rows_without_seconds(path)
-    local header, rows, index = csvlog.read(path)
-    assert.is_not_nil(header, path)
-    local drop = index.seconds
-    local out = {}
-    for r, row in ipairs(rows) do
-        local keep = {}
-        for j, v in ipairs(row) do if j ~= drop then keep[#keep + 1] = v end end
-        out[r] = table.concat(keep, ",")
-    end
-    return out
-end
+local h = require "tests.lua.helpers"
+local rmtree, rows_without_seconds = h.rmtree, h.rows_without_seconds
 
 local FILES = {"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv"}
 
