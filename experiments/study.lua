@@ -1,0 +1,69 @@
+-- The whole study in one command: every experiment's cells as resumable sweeps, then the
+-- report (docs/results.md, generated from the run directories).
+--
+--   dgalua experiments/study.lua [--jobs 2] [--seeds 1,2,3] [--quick] [--out runs/study]
+--
+-- Runs, in this order, each into <out>/<experiment>: lowdata, mmlu_dist, recover, quickstart,
+-- with the same --seeds, --data-seed, --jobs and --threads; --quick passes through. An
+-- interrupted study resumes where it stopped when run again (finished cells are skipped).
+-- Then scripts/report.lua writes <docs>/results.md and its figures (default docs/; with
+-- --quick <out>/docs, so a smoke run never replaces the committed results).
+--
+-- Time: the estimate in docs/study_estimate.md (from timed cells) is about 2.2 hours for the
+-- full study with --jobs 2 on this 2-core machine; --quick takes a few minutes.
+local argparse = require "argparse"
+local runinfo = require "dgalib.runinfo"
+
+local p = argparse("study.lua", "Run the whole study (every experiment, every seed) and write the report.")
+p:flag("--quick", "Every experiment's small configuration.")
+p:option("--out", "Directory of the study's runs.", "runs/study")
+p:option("--docs", "Where results.md and the figures go (default: docs, or <out>/docs with --quick).")
+p:option("--seeds", "Training seeds.", "1,2,3")
+p:option("--data-seed", "Data seed (store, clustering, splits).", "1")
+p:option("--jobs", "Cells run in parallel.", "2")
+p:option("--threads", "OpenBLAS threads per process.", "1")
+p:option("--cache", "Store cache.")
+p:option("--corpus", "Corpus directory.")
+p:option("--only", "Run only these experiments (comma separated).")
+p:flag("--no-report", "Skip the report.")
+local a = p:parse(arg)
+
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+local exe = arg[-1] or "dgalua"
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local EXPERIMENTS = {"lowdata", "mmlu_dist", "recover", "quickstart"}
+local only
+if a.only then
+    only = {}
+    for v in a.only:gmatch("[^,]+") do only[v] = true end
+end
+local failed = {}
+local t_all = runinfo.now()
+for _, name in ipairs(EXPERIMENTS) do
+    if not only or only[name] then
+        local cmd = {exe, here .. "/" .. name .. ".lua", "--out", a.out .. "/" .. name, "--seeds", a.seeds,
+                     "--data-seed", a.data_seed, "--jobs", a.jobs, "--threads", a.threads, "--no-plot"}
+        if a.quick then cmd[#cmd + 1] = "--quick" end
+        if a.cache then cmd[#cmd + 1] = "--cache"; cmd[#cmd + 1] = a.cache end
+        if a.corpus then cmd[#cmd + 1] = "--corpus"; cmd[#cmd + 1] = a.corpus end
+        local parts = {}
+        for i, c in ipairs(cmd) do parts[i] = q(c) end
+        local line = table.concat(parts, " ")
+        io.stderr:write(string.format("== study: %s\n%s\n", name, line))
+        local t0 = runinfo.now()
+        local ok = os.execute(line)
+        io.stderr:write(string.format("== study: %s %s in %.0f s\n", name, ok and "finished" or "FAILED",
+                                      runinfo.now() - t0))
+        if not ok then failed[#failed + 1] = name end
+    end
+end
+if not a.no_report then
+    local report = require "report"
+    report.results(a.out, a.docs or (a.quick and (a.out .. "/docs") or "docs"), {plot = true})
+end
+io.stderr:write(string.format("== study: %.0f s in all\n", runinfo.now() - t_all))
+if #failed > 0 then
+    io.stderr:write("study: failed: " .. table.concat(failed, ", ") .. "\n")
+    os.exit(1)
+end
