@@ -431,6 +431,57 @@ static int opt_bool(lua_State *L, int t, const char *key, int dflt)
     return v;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Field `docs` = {[source] = {doc, ...}} (1-based document numbers in reading order) into a
+ * filter in Lua-owned scratch; the source names stay anchored in the options table. */
+static int check_doc_filter(lua_State *L, int t, dga_store_doc_filter **out)
+{
+    *out = NULL;
+    if (lua_getfield(L, t, "docs") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (!lua_istable(L, -1))
+        luaL_argerror(L, t, "field 'docs' must be a table {[source] = {document, ...}}");
+    int docs = lua_gettop(L), n = 0;
+    for (lua_pushnil(L); lua_next(L, docs); lua_pop(L, 1)) n++;
+    if (n == 0) luaL_argerror(L, t, "field 'docs' names no source (expected at least one)");
+    dga_store_doc_filter *f = dgal_scratch(L, (size_t)n * sizeof *f);
+    lua_createtable(L, n, 0);   /* anchors every list's scratch until the build returns */
+    int anchor = lua_gettop(L), i = 0;
+    for (lua_pushnil(L); lua_next(L, docs); lua_pop(L, 1), i++) {
+        if (lua_type(L, -2) != LUA_TSTRING || !lua_istable(L, -1))
+            luaL_argerror(L, t, "field 'docs' must map source names to lists of document numbers");
+        const char *name = lua_tostring(L, -2);
+        size_t m = lua_rawlen(L, -1);
+        int64_t *ids = dgal_scratch(L, (m ? m : 1) * sizeof *ids);
+        lua_rawseti(L, anchor, i + 1);
+        for (size_t j = 0; j < m; j++) {
+            lua_rawgeti(L, -1, (lua_Integer)j + 1);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || v < 1)
+                luaL_argerror(L, t, lua_pushfstring(L, "docs['%s'][%d] must be a document number >= 1",
+                                                    name, (int)j + 1));
+            ids[j] = (int64_t)v - 1;
+            lua_pop(L, 1);
+        }
+        qsort(ids, m, sizeof *ids, cmp_i64);
+        for (size_t j = 1; j < m; j++)
+            if (ids[j] == ids[j - 1])
+                luaL_argerror(L, t, lua_pushfstring(L, "docs['%s'] lists document %d twice", name,
+                                                    (int)ids[j] + 1));
+        f[i] = (dga_store_doc_filter){.source = name, .docs = ids, .n = m};
+    }
+    *out = f;
+    return n;
+}
+
 static int l_store_build(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -473,6 +524,9 @@ static int l_store_build(lua_State *L)
         }
     }
     lua_pop(L, 1);
+    dga_store_doc_filter *filter;
+    o.nfilter = check_doc_filter(L, 1, &filter);
+    o.filter = filter;
     DGAL_CHECK(L, dga_store_build(&o));
     lua_pushstring(L, o.out);
     dgal_push_text_stats(L, &stats);

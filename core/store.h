@@ -82,6 +82,14 @@ int64_t    dga_store_builder_documents(const dga_store_builder *b);
 dga_status dga_store_builder_write(dga_store_builder *b, const char *dir,
                                    const dga_store_write_opts *opts);
 
+/* A document filter for one source: only these documents enter the store (0-based indices in
+ * the reader's order, the order dga_text_next delivers them, strictly ascending). */
+typedef struct {
+    const char    *source;       /* a corpus subdirectory name */
+    const int64_t *docs;
+    size_t         n;
+} dga_store_doc_filter;
+
 /* The whole pipeline from a corpus directory (see store_build.c). */
 typedef struct {
     const char *corpus;          /* a directory: each subdirectory is one source; a
@@ -103,6 +111,13 @@ typedef struct {
     int         verbose;
     dga_text_stats *text_stats;  /* may be NULL; receives the reading counters summed over all
                                     sources (malformed lines skipped, first messages) */
+    /* NULL: every source, every document (up to max_mb). Otherwise only the nfilter sources
+     * named here are read, and of each only the listed documents (for the tokenizer too), so
+     * held-out documents of a source never reach the store; max_mb then counts kept bytes.
+     * A named source missing from the corpus, or an index past a source's last document, is
+     * an error. */
+    const dga_store_doc_filter *filter;
+    int         nfilter;
 } dga_store_build_opts;
 
 dga_status dga_store_build(const dga_store_build_opts *opts);

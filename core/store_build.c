@@ -4,7 +4,9 @@
  * directory without subdirectories is one source, named after it). Each source is read with
  * the jsonl reader (recursively, .jsonl and .txt), up to max_mb MB of text when set: the
  * document that crosses the limit is the last one read. The tokenizer is either loaded or
- * trained on the same documents (at most train_mb MB per source when set). */
+ * trained on the same documents (at most train_mb MB per source when set). A document filter
+ * (opts.filter) narrows both passes to listed sources and documents: the rest are read past,
+ * never tokenised. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,24 +110,71 @@ static dga_status list_sources(const char *corpus, source_list *out)
 /* Calls fn on each document of a source until `limit` bytes (0: no limit) have been read. */
 typedef dga_status (*doc_fn)(void *ud, const char *text, size_t len);
 
-/* stats (may be NULL) accumulates the reader's counters. */
-static dga_status walk_source(const char *path, double limit_mb, doc_fn fn, void *ud,
-                              size_t *docs, size_t *bytes, dga_text_stats *stats)
+/* The filter entry of source `name`, NULL if it has none. */
+static const dga_store_doc_filter *filter_of(const dga_store_build_opts *o, const char *name)
+{
+    for (int i = 0; i < o->nfilter; i++)
+        if (strcmp(o->filter[i].source, name) == 0) return &o->filter[i];
+    return NULL;
+}
+
+/* Rejects what would silently keep the wrong documents: an unknown source, indices out of
+ * order. */
+static dga_status filter_check(const dga_store_build_opts *o, const source_list *src)
+{
+    if (o->nfilter > 0 && !o->filter) return dga_fail(DGA_ERR_INVALID, "store_build: filter is NULL");
+    for (int i = 0; i < o->nfilter; i++) {
+        const dga_store_doc_filter *f = &o->filter[i];
+        if (!f->source) return dga_fail(DGA_ERR_INVALID, "store_build: filter %d has no source", i);
+        int found = 0;
+        for (int j = 0; j < src->n && !found; j++) found = strcmp(src->names[j], f->source) == 0;
+        if (!found)
+            return dga_fail(DGA_ERR_INVALID, "store_build: filter source '%s' is not a directory of %s",
+                            f->source, o->corpus);
+        for (size_t k = 0; k < f->n; k++) {
+            if (f->docs[k] < 0 || (k > 0 && f->docs[k] <= f->docs[k - 1]))
+                return dga_fail(DGA_ERR_INVALID, "store_build: filter of source '%s': document index "
+                                "%lld at position %zu is negative or not above the one before",
+                                f->source, (long long)f->docs[k], k);
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(o->filter[j].source, f->source) == 0)
+                return dga_fail(DGA_ERR_INVALID, "store_build: source '%s' filtered twice", f->source);
+    }
+    return DGA_OK;
+}
+
+/* stats (may be NULL) accumulates the reader's counters. With a filter, only its documents
+ * are passed to fn and counted. */
+static dga_status walk_source(const char *path, const dga_store_doc_filter *filter,
+                              double limit_mb, doc_fn fn, void *ud, size_t *docs, size_t *bytes,
+                              dga_text_stats *stats)
 {
     dga_text_reader *r;
     dga_status st = dga_text_open(path, &r);
     if (st != DGA_OK) return st;
     size_t limit = limit_mb > 0 ? (size_t)(limit_mb * 1e6) : 0;
+    size_t next = 0;   /* the filter entry wanted next */
+    int limited = 0;
     *docs = *bytes = 0;
     for (;;) {
+        if (filter && next == filter->n) break;
         dga_text_doc doc;
         if ((st = dga_text_next(r, &doc)) != DGA_OK || !doc.text) break;
         if ((st = dga_interrupt_check("reading the corpus")) != DGA_OK) break;
+        if (filter) {
+            if ((int64_t)doc.index != filter->docs[next]) continue;
+            next++;
+        }
         if ((st = fn(ud, doc.text, doc.len)) != DGA_OK) break;
         (*docs)++;
         *bytes += doc.len;
-        if (limit && *bytes >= limit) break;
+        if (limit && *bytes >= limit) { limited = 1; break; }
     }
+    if (st == DGA_OK && filter && !limited && next < filter->n)
+        st = dga_fail(DGA_ERR_INVALID, "store_build: filter of %s names document %lld, but the "
+                      "source has only %zu documents", path, (long long)filter->docs[next],
+                      dga_text_reader_stats(r)->docs);
     if (stats) dga_text_stats_add(stats, dga_text_reader_stats(r));
     dga_text_close(r);
     return st;
@@ -176,6 +225,10 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     source_list src;
     st = list_sources(o->corpus, &src);
     if (st != DGA_OK) return st;
+    if ((st = filter_check(o, &src)) != DGA_OK) {
+        sources_free(&src);
+        return st;
+    }
     dga_bpe *tok = NULL;
     dga_store_builder *b = NULL;
     encode_ctx ec = {0};
@@ -192,8 +245,11 @@ dga_status dga_store_build(const dga_store_build_opts *o)
         if ((st = dga_bpe_trainer_new(&tr))) goto done;
         double lim = o->train_mb > 0 ? o->train_mb : o->max_mb;
         if (o->max_mb > 0 && lim > o->max_mb) lim = o->max_mb;
-        for (int i = 0; i < src.n && st == DGA_OK; i++)
-            st = walk_source(src.paths[i], lim, train_add, tr, &docs, &bytes, NULL);
+        for (int i = 0; i < src.n && st == DGA_OK; i++) {
+            const dga_store_doc_filter *f = filter_of(o, src.names[i]);
+            if (o->filter && !f) continue;
+            st = walk_source(src.paths[i], f, lim, train_add, tr, &docs, &bytes, NULL);
+        }
         if (st == DGA_OK) st = dga_bpe_trainer_finish(tr, o->vocab > 0 ? o->vocab : 8192, &tok);
         dga_bpe_trainer_free(tr);
         if (st != DGA_OK) goto done;
@@ -208,12 +264,14 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     ec.tok = tok;
     ec.b = b;
     for (int i = 0; i < src.n; i++) {
+        const dga_store_doc_filter *f = filter_of(o, src.names[i]);
+        if (o->filter && !f) continue;
         double ts = now_s();
         int64_t before = dga_store_builder_sequences(b);
         size_t tok_before = ec.tokens;
         dga_text_stats one = {0};
         if ((st = dga_store_builder_add_source(b, src.names[i]))) goto done;
-        st = walk_source(src.paths[i], o->max_mb, encode_add, &ec, &docs, &bytes, &one);
+        st = walk_source(src.paths[i], f, o->max_mb, encode_add, &ec, &docs, &bytes, &one);
         dga_text_stats_add(&total, &one);
         if (st != DGA_OK) goto done;
         if (o->verbose) {

@@ -43,15 +43,18 @@ function M.corpus_subset(corpus, exclude, cache)
     return dir, names
 end
 
--- Builds (or reuses) a domain store; returns its directory. The cache key holds every option,
--- so changing one builds a new store.
+-- Builds (or reuses) a domain store of whole corpus domains; returns its directory. The cache
+-- key holds every option, so changing one builds a new store. The clustering is seeded by
+-- o.data_seed (default 1), never by the training seed: seed replicates share one store.
+-- A store that must leave documents out (held-out sets) comes from dgalib.splits instead.
 function M.store(o)
     local cache = o.cache or (runinfo.repo_root() .. "/runs/cache")
     runinfo.mkdir_p(cache)
     local levels = o.levels or {64}
+    local data_seed = o.data_seed or 1
     local key = key_of{"store", key_of(o.exclude or {"all"}), "L" .. key_of(levels),
                        "s" .. (o.seq_len or 129), "v" .. (o.vocab or 8192),
-                       "mb" .. (o.max_mb or 0), "seed" .. (o.seed or 1)}
+                       "mb" .. (o.max_mb or 0), "seed" .. data_seed}
     local dir = cache .. "/" .. key
     if runinfo.is_file(dir .. "/manifest.json") then
         if not o.quiet then io.stderr:write("using cached store " .. dir .. "\n") end
@@ -66,7 +69,7 @@ function M.store(o)
     local t0 = runinfo.now()
     dga.store_build{corpus = corpus, out = dir, levels = levels, seq_len = o.seq_len,
                     vocab = o.vocab, max_mb = o.max_mb, train_mb = o.train_mb,
-                    seed = o.seed, verbose = not o.quiet}
+                    seed = data_seed, verbose = not o.quiet}
     if not o.quiet then
         io.stderr:write(string.format("store built in %.1f s\n", runinfo.now() - t0))
     end
@@ -170,7 +173,9 @@ function M.add_common_options(p, defaults)
     p:option("--corpus", "Corpus directory (<domain>/*.jsonl); default: data/corpus or ../shared/data/corpus.")
     p:option("--cache", "Directory for cached stores (default: <repo>/runs/cache).")
     p:option("--steps", "Training steps per run (overrides the preset)."):convert(args.int(1))
-    p:option("--seed", "Seed of every run.", "1"):convert(args.int(0))
+    -- No default here: dgalib.sweep's --seeds takes it as an alias, and refuses both.
+    p:option("--seed", "One training seed (model init, sampling, probes): the same as "
+             .. "--seeds N with dgalib.sweep. Default: 1."):convert(args.int(0))
     p:option("--threads", "OpenBLAS threads."):convert(args.int(1))
     p:flag("--resume", "Continue runs that have a checkpoint in --out instead of restarting them.")
     p:flag("--no-plot", "Do not draw figures.")
@@ -185,7 +190,7 @@ end
 -- `extra` adds or overrides fields (store, specific, policy, budget, basis, ...).
 function M.run_config(a, preset, steps, name, extra)
     local cfg = {
-        name = name, run_dir = a.out .. "/" .. name, seed = a.seed,
+        name = name, run_dir = a.out .. "/" .. name, seed = a.seed or 1,
         steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
         checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
         model = {layers = preset.layers, width = preset.width, heads = preset.heads},

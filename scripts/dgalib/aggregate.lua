@@ -1,0 +1,252 @@
+-- Statistics over the seeds of a sweep, from its run directories alone.
+--
+--   local aggregate = require "dgalib.aggregate"
+--   local res = aggregate{out = "runs/lowdata", metrics = {"specific_final"},
+--                         reference = "natural", group_of = function(cell_id) ... end}
+--
+-- Reads every <out>/<cell id>/seed-<s>/summary.json (written by dgalib.sweep), and writes
+-- <out>/aggregate.csv and <out>/aggregate.json (atomically), prints a table per metric
+-- (quiet = true: not), and returns {rows = {...}, cells = {...}}.
+--
+-- Options:
+--   out        the sweep's directory (required)
+--   metrics    metric names to report (default: every numeric metric found, sorted)
+--   reference  the reference policy: in each group, the cell whose `policy` field, or the
+--              last part of whose id, equals it (a function(cell) -> bool also works);
+--              nil: no paired differences
+--   group_of   cell id -> group; default: the group the cell declared to sweep.run, else
+--              the id up to its last "/" ("b256/natural" -> "b256"; "" without a "/")
+--   order      list of cell ids: the order of the rows (default: groups, the reference
+--              first in each, then the ids sorted)
+--
+-- One row per (cell, metric), every field in the CSV and the JSON:
+--   n, mean, sd, se, ci_lo, ci_hi      over the cell's seeds; the 95% Student-t interval
+--                                      with n - 1 degrees of freedom (dgalib.stats); n = 1:
+--                                      sd and the interval are empty
+--   diff_n, diff_mean, diff_sd, diff_ci_lo, diff_ci_hi
+--                                      the paired difference cell - reference over the seeds
+--                                      both have (a seed-by-seed difference, so the part of
+--                                      the noise the two runs share, same data order at init,
+--                                      cancels); empty for the reference itself
+--   ref_n, ref_sd                      the noise floor: the reference cell's sample standard
+--                                      deviation across its seeds (n - 1 denominator)
+--   ref_gap                            the reference's mean |ref(s_i) - ref(s_j)| over all
+--                                      pairs of its seeds i < j: how far apart two runs that
+--                                      differ only in the seed land, on average; a
+--                                      difference smaller than this is within the noise of a
+--                                      single pair of runs. Empty with fewer than 2 seeds.
+local runinfo = require "dgalib.runinfo"
+local json = require "dgalib.json"
+local stats = require "dgalib.stats"
+local csvlog = require "dgalib.csvlog"
+
+local M = {}
+
+-- Every summary.json of a sweep directory: {path, summary}; the walk stops at run
+-- directories (seed-<n>) and skips data/ and plots/ directories.
+function M.find(out)
+    local found = {}
+    local function walk(dir, depth)
+        if depth > 12 then return end
+        for _, name in ipairs(runinfo.list(dir)) do
+            local path = dir .. "/" .. name
+            if runinfo.is_dir(path) and name ~= "data" and name ~= "plots" then
+                if name:match("^seed%-%d+$") then
+                    local s = path .. "/summary.json"
+                    if runinfo.is_file(s) then found[#found + 1] = s end
+                else
+                    walk(path, depth + 1)
+                end
+            end
+        end
+    end
+    if not runinfo.is_dir(out) then error("aggregate: " .. tostring(out) .. " is not a directory", 0) end
+    walk(out, 0)
+    local list = {}
+    for _, path in ipairs(found) do
+        local s = json.read_file(path)
+        if type(s) ~= "table" or type(s.cell) ~= "string" or type(s.metrics) ~= "table"
+           or math.type(s.seed) ~= "integer" then
+            error("aggregate: " .. path .. ": not a sweep summary (needs cell, seed and metrics)", 0)
+        end
+        list[#list + 1] = {path = path, summary = s}
+    end
+    return list
+end
+
+local function default_group(id)
+    return id:match("^(.*)/[^/]+$") or ""
+end
+
+local function is_reference(cell, reference)
+    if reference == nil then return false end
+    if type(reference) == "function" then return reference(cell) and true or false end
+    return cell.policy == reference or cell.id:match("([^/]+)$") == reference or cell.id == reference
+end
+
+-- Cells of a sweep: id -> {id, group, policy, values = {metric -> {seed -> number}}}.
+local function collect(list, group_of)
+    local cells, ids = {}, {}
+    for _, e in ipairs(list) do
+        local s = e.summary
+        local c = cells[s.cell]
+        if not c then
+            local fields = type(s.fields) == "table" and s.fields or {}
+            c = {id = s.cell, values = {}, seeds = {}, policy = fields.policy,
+                 group = group_of and group_of(s.cell) or s.group or default_group(s.cell)}
+            c.group = tostring(c.group)
+            cells[s.cell] = c
+            ids[#ids + 1] = s.cell
+        end
+        if c.seeds[s.seed] then
+            error(string.format("aggregate: cell %s seed %d has two summaries (%s)", s.cell, s.seed, e.path), 0)
+        end
+        c.seeds[s.seed] = true
+        for name, v in pairs(s.metrics) do
+            local x = json.number(v)
+            if x then
+                c.values[name] = c.values[name] or {}
+                c.values[name][s.seed] = x
+            end
+        end
+    end
+    return cells, ids
+end
+
+local COLUMNS = {"cell", "group", "metric", "n", "mean", "sd", "se", "ci_lo", "ci_hi",
+                 "reference", "diff_n", "diff_mean", "diff_sd", "diff_ci_lo", "diff_ci_hi",
+                 "ref_n", "ref_sd", "ref_gap", "seeds"}
+
+local function seed_list(vals)
+    local out = {}
+    for seed in pairs(vals) do out[#out + 1] = seed end
+    table.sort(out)
+    return out
+end
+
+local function fmt(v, f) return v == nil and "" or string.format(f or "%.4f", v) end
+
+-- The printed table of one metric.
+local function metric_table(rows, metric)
+    local exp = require "dgalib.experiment"
+    local t = {}
+    for _, r in ipairs(rows) do
+        if r.metric == metric then
+            local d
+            if r.diff_n and r.diff_n > 0 then
+                d = r.diff_n == 1 and string.format("%+.4f (n=1)", r.diff_mean)
+                    or string.format("%+.4f ± %.4f (n=%d)", r.diff_mean, r.diff_ci_hi - r.diff_mean, r.diff_n)
+            end
+            t[#t + 1] = {cell = r.cell,
+                         value = stats.format(r, "%.4f"),
+                         diff = d or (r.reference == r.cell and "reference" or "-"),
+                         ref_sd = r.ref_sd and fmt(r.ref_sd) or (r.ref_n == 1 and "n=1" or "-"),
+                         ref_gap = r.ref_gap and fmt(r.ref_gap) or (r.ref_n == 1 and "n=1" or "-")}
+        end
+    end
+    return exp.format_table(t, {{"cell", "%s"}, {"value", "%s", "mean ± 95% CI"},
+                                {"diff", "%s", "minus reference ± 95% CI"},
+                                {"ref_sd", "%s", "ref sd"}, {"ref_gap", "%s", "ref mean gap"}})
+end
+
+function M.run(o)
+    assert(type(o) == "table" and o.out, "aggregate: out is required")
+    local list = M.find(o.out)
+    if #list == 0 then error("aggregate: no summary.json under " .. o.out, 0) end
+    local cells, ids = collect(list, o.group_of)
+
+    local metrics = o.metrics
+    if not metrics then
+        local set = {}
+        for _, c in pairs(cells) do for name in pairs(c.values) do set[name] = true end end
+        metrics = {}
+        for name in pairs(set) do metrics[#metrics + 1] = name end
+        table.sort(metrics)
+    end
+
+    -- The reference of each group.
+    local ref_of = {}
+    for _, id in ipairs(ids) do
+        local c = cells[id]
+        if is_reference(c, o.reference) then
+            if ref_of[c.group] then
+                error(string.format("aggregate: group '%s' has two reference cells (%s, %s)", c.group,
+                                    ref_of[c.group].id, c.id), 0)
+            end
+            ref_of[c.group] = c
+        end
+    end
+
+    local order = o.order
+    if not order then
+        order = {}
+        for _, id in ipairs(ids) do order[#order + 1] = id end
+        table.sort(order, function(x, y)
+            local cx, cy = cells[x], cells[y]
+            if cx.group ~= cy.group then return cx.group < cy.group end
+            local rx, ry = ref_of[cx.group] == cx, ref_of[cy.group] == cy
+            if rx ~= ry then return rx end
+            return x < y
+        end)
+    end
+
+    local rows = {}
+    for _, id in ipairs(order) do
+        local c = cells[id]
+        if c then
+            local ref = ref_of[c.group]
+            for _, m in ipairs(metrics) do
+                local vals = c.values[m] or {}
+                local s = stats.summary(vals)
+                local r = {cell = id, group = c.group, metric = m, n = s.n, mean = s.mean, sd = s.sd,
+                           se = s.se, ci_lo = s.ci_lo, ci_hi = s.ci_hi,
+                           seeds = table.concat(seed_list(vals), " ")}
+                if ref then
+                    local rv = ref.values[m] or {}
+                    r.reference = ref.id
+                    local rs = stats.summary(rv)
+                    r.ref_n, r.ref_sd, r.ref_gap = rs.n, rs.sd, stats.mean_pair_gap(rv)
+                    if ref ~= c then
+                        local d = stats.paired(vals, rv)
+                        r.diff_n, r.diff_mean, r.diff_sd = d.n, d.mean, d.sd
+                        r.diff_ci_lo, r.diff_ci_hi = d.ci_lo, d.ci_hi
+                    end
+                end
+                rows[#rows + 1] = r
+            end
+        end
+    end
+
+    if o.write ~= false then
+        local lines = {csvlog.format_record(COLUMNS, #COLUMNS)}
+        for _, r in ipairs(rows) do
+            local vals = {}
+            for j, col in ipairs(COLUMNS) do vals[j] = r[col] end
+            lines[#lines + 1] = csvlog.format_record(vals, #COLUMNS)
+        end
+        runinfo.write_atomic(o.out .. "/aggregate.csv", table.concat(lines))
+        local cell_list = {}
+        for _, id in ipairs(order) do
+            local c = cells[id]
+            if c then
+                cell_list[#cell_list + 1] = {id = id, group = c.group, policy = c.policy,
+                                             reference = ref_of[c.group] and ref_of[c.group].id or nil}
+            end
+        end
+        runinfo.write_atomic(o.out .. "/aggregate.json", json.encode({
+            metrics = metrics, reference = type(o.reference) == "string" and o.reference or nil,
+            cells = cell_list, rows = rows}, {indent = true}) .. "\n")
+    end
+
+    local text = {}
+    for _, m in ipairs(metrics) do
+        text[#text + 1] = string.format("%s (95%% Student-t intervals over seeds; differences paired by seed)", m)
+        text[#text + 1] = metric_table(rows, m)
+        text[#text + 1] = ""
+    end
+    local printed = table.concat(text, "\n")
+    if not o.quiet then print(printed) end
+    return {rows = rows, cells = cells, metrics = metrics, text = printed}
+end
+
+return setmetatable(M, {__call = function(_, o) return M.run(o) end})

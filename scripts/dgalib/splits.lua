@@ -1,0 +1,613 @@
+-- Document-level data splits that cannot leak: which corpus documents train the model (the
+-- domain store), which are held out, and a check that no held-out sequence reaches a
+-- training, IS or basis input.
+--
+--   local splits = require "dgalib.splits"
+--   local plan = splits.plan{corpus = C, data_seed = 1,
+--       targets = {"us_legislation"},   -- specific domains: wholly excluded from the store
+--       specific_heldout_docs = 40,     -- per target: whole documents held out
+--       basis_docs = 30,                -- per other domain: documents for its basis histogram
+--       basis_heldout_docs = 0,         -- per other domain: documents for its basis held-out loss
+--       generic_heldout_docs = 10,      -- per other domain: documents for the generic held-out loss
+--       max_mb = nil,                   -- per domain cap on the store's text (MB)
+--       domains = nil}                  -- default: every corpus domain
+--   plan:texts(domain, role)     -- the role's documents, in the plan's order (a seeded shuffle)
+--   plan:docs(domain, role)      -- their 1-based numbers in the reader's order
+--   plan:seqs(domain, role, tok, seq_len[, max_seqs])   -- int32 [n, seq_len], documents whole
+--   plan:interleaved_seqs(role, tok, seq_len, per_domain)  -- one set over every domain
+--   plan:store{levels = {64, 64}, seq_len =, vocab =, cache =, embedder =}  -> store directory
+--   plan:describe()              -- documents and bytes per domain and role (plain table)
+--   plan:summary()               -- the same as text
+--   splits.check_disjoint{heldout = {name = seqs_or_texts, ...},
+--                         inputs = {name = seqs_or_texts, ...}, tok =, seq_len =}
+--   splits.store_seqs(store_or_dir)  -- every sequence of a store, int32 [n, seq_len]
+--   splits.decontaminate{heldout = {name = int32 [n, L]}, inputs = {...}, tok =}
+--
+-- Roles. A target domain's documents are `specific_heldout` (the first
+-- specific_heldout_docs of its shuffled order) or `specific_train` (the rest). Any other
+-- domain's are `basis` (the first basis_docs), `basis_heldout` (the next basis_heldout_docs),
+-- `generic_heldout` (the next generic_heldout_docs), `store` (the next ones, until max_mb MB of
+-- text: the document that crosses the cap is the last) or `unused` (past the cap). Counts may be numbers or tables
+-- {[domain] = n} (missing domains: 0).
+-- The order is a shuffle seeded by (data_seed, domain) alone, so a document's role depends on
+-- data_seed, the domain and the document, never on the training seed or on other domains.
+-- The store of a plan is built from exactly its `store` documents (a document filter in the
+-- core build: the others are read past, never tokenised, and the tokenizer never sees them);
+-- data_seed also seeds its clustering. Its cache key holds every option and a fingerprint of
+-- the document list.
+-- MMLU is not planned here: its question-level splits (a, b, dev) are already disjoint.
+local runinfo = require "dgalib.runinfo"
+
+local M = {}
+
+M.ROLES = {"store", "basis", "basis_heldout", "generic_heldout", "specific_train",
+           "specific_heldout", "unused"}
+local IS_ROLE = {}
+for _, r in ipairs(M.ROLES) do IS_ROLE[r] = true end
+
+-- FNV-1a, 64-bit (Lua integers wrap): a stable seed from text.
+local function fnv1a(s, h)
+    h = h or -3750763034362895579   -- 0xcbf29ce484222325
+    for i = 1, #s do
+        h = (h ~ s:byte(i)) * 1099511628211
+    end
+    return h
+end
+
+local function hex(h) return string.format("%016x", h) end
+
+local function count_for(v, domain, what)
+    if v == nil then return 0 end
+    if type(v) == "table" then v = v[domain] or 0 end
+    if math.type(v) ~= "integer" or v < 0 then
+        error(string.format("splits.plan: %s for %s must be an integer >= 0, got %s", what, domain,
+                            tostring(v)), 3)
+    end
+    return v
+end
+
+local Plan = {}
+Plan.__index = Plan
+
+function M.plan(o)
+    if type(o) ~= "table" then error("splits.plan: expected an options table", 2) end
+    local data = require "dgalib.data"
+    if type(o.corpus) ~= "string" then error("splits.plan: field 'corpus' (a directory) is required", 2) end
+    local seed = o.data_seed or 1
+    if math.type(seed) ~= "integer" or seed < 0 then
+        error("splits.plan: data_seed must be an integer >= 0, got " .. tostring(o.data_seed), 2)
+    end
+    if o.max_mb ~= nil and (type(o.max_mb) ~= "number" or o.max_mb <= 0) then
+        error("splits.plan: max_mb must be a number > 0 (or nil: no cap), got " .. tostring(o.max_mb), 2)
+    end
+    local all = data.corpus_domains(o.corpus)
+    if #all == 0 then error("splits.plan: corpus " .. o.corpus .. " has no domain directory", 2) end
+    local present = {}
+    for _, d in ipairs(all) do present[d] = true end
+    local domains = {}
+    for _, d in ipairs(o.domains or all) do
+        if not present[d] then
+            error("splits.plan: domain '" .. tostring(d) .. "' is not a directory of " .. o.corpus, 2)
+        end
+        domains[#domains + 1] = d
+    end
+    table.sort(domains)
+    local is_target, targets = {}, {}
+    for _, d in ipairs(o.targets or {}) do
+        if not present[d] then
+            error("splits.plan: target '" .. tostring(d) .. "' is not a directory of " .. o.corpus, 2)
+        end
+        if is_target[d] then error("splits.plan: target '" .. d .. "' given twice", 2) end
+        is_target[d] = true
+        targets[#targets + 1] = d
+    end
+    local listed = {}
+    for _, d in ipairs(domains) do listed[d] = true end
+    for _, d in ipairs(targets) do
+        if not listed[d] then domains[#domains + 1] = d end
+    end
+    table.sort(domains)
+    local self = setmetatable({
+        corpus = o.corpus, data_seed = seed, targets = targets, is_target = is_target,
+        domain_list = domains, max_mb = o.max_mb,
+        counts = {specific_heldout_docs = o.specific_heldout_docs, basis_docs = o.basis_docs,
+                  basis_heldout_docs = o.basis_heldout_docs,
+                  generic_heldout_docs = o.generic_heldout_docs},
+        by_domain = {},
+    }, Plan)
+    -- Check every count now, not at the first use of a domain.
+    for _, d in ipairs(domains) do
+        if is_target[d] then
+            count_for(o.specific_heldout_docs, d, "specific_heldout_docs")
+        else
+            count_for(o.basis_docs, d, "basis_docs")
+            count_for(o.basis_heldout_docs, d, "basis_heldout_docs")
+            count_for(o.generic_heldout_docs, d, "generic_heldout_docs")
+        end
+    end
+    return self
+end
+
+function Plan:domains() return {table.unpack(self.domain_list)} end
+
+-- The non-target domains (those that feed the store).
+function Plan:sources()
+    local out = {}
+    for _, d in ipairs(self.domain_list) do
+        if not self.is_target[d] then out[#out + 1] = d end
+    end
+    return out
+end
+
+-- The seeded order of a domain's documents, and each one's role (computed on first use).
+function Plan:_domain(domain)
+    local st = self.by_domain[domain]
+    if st then return st end
+    local known = false
+    for _, d in ipairs(self.domain_list) do known = known or d == domain end
+    if not known then error("splits: domain '" .. tostring(domain) .. "' is not in the plan", 3) end
+    local texts, stats = dga.read_texts(self.corpus .. "/" .. domain)
+    require("dgalib.data").warn_skipped(stats)
+    local n = #texts
+    if n == 0 then error("splits: corpus domain " .. domain .. " has no documents", 3) end
+    local order = {}
+    for i = 1, n do order[i] = i end
+    -- Seeded by (data_seed, domain) only; masked positive so the seed means the same on any
+    -- platform's integer conversion.
+    local h = fnv1a(domain, fnv1a(tostring(self.data_seed) .. "\0"))
+    dga.rng(h & 0x7fffffffffffffff):shuffle(order)
+    local role, by_role = {}, {}
+    for _, r in ipairs(M.ROLES) do by_role[r] = {} end
+    local function take(i, r)
+        role[order[i]] = r
+        local list = by_role[r]
+        list[#list + 1] = order[i]
+    end
+    if self.is_target[domain] then
+        local nh = count_for(self.counts.specific_heldout_docs, domain, "specific_heldout_docs")
+        if nh >= n then
+            error(string.format("splits: target %s has %d documents; specific_heldout_docs = %d "
+                                .. "leaves none to train on", domain, n, nh), 3)
+        end
+        for i = 1, n do take(i, i <= nh and "specific_heldout" or "specific_train") end
+    else
+        local nb = count_for(self.counts.basis_docs, domain, "basis_docs")
+        local nbh = count_for(self.counts.basis_heldout_docs, domain, "basis_heldout_docs")
+        local ng = count_for(self.counts.generic_heldout_docs, domain, "generic_heldout_docs")
+        if nb + nbh + ng >= n then
+            error(string.format("splits: domain %s has %d documents; basis_docs = %d, "
+                                .. "basis_heldout_docs = %d and generic_heldout_docs = %d leave "
+                                .. "none for the store", domain, n, nb, nbh, ng), 3)
+        end
+        local cap = self.max_mb and self.max_mb * 1e6 or math.huge
+        local bytes = 0
+        for i = 1, n do
+            if i <= nb then take(i, "basis")
+            elseif i <= nb + nbh then take(i, "basis_heldout")
+            elseif i <= nb + nbh + ng then take(i, "generic_heldout")
+            elseif bytes < cap then
+                take(i, "store")
+                bytes = bytes + #texts[order[i]]
+            else take(i, "unused") end
+        end
+    end
+    st = {texts = texts, order = order, role = role, by_role = by_role}
+    self.by_domain[domain] = st
+    return st
+end
+
+local function check_role(r)
+    if not IS_ROLE[r] then
+        error(string.format("splits: unknown role '%s' (expected one of %s)", tostring(r),
+                            table.concat(M.ROLES, ", ")), 3)
+    end
+end
+
+-- 1-based document numbers (reading order of dga.read_texts) of a role, in the plan's order.
+function Plan:docs(domain, r)
+    check_role(r)
+    return {table.unpack(self:_domain(domain).by_role[r])}
+end
+
+-- The texts of a role's documents, in the plan's order (empty when the domain has none).
+function Plan:texts(domain, r)
+    check_role(r)
+    local st = self:_domain(domain)
+    local out = {}
+    for i, doc in ipairs(st.by_role[r]) do out[i] = st.texts[doc] end
+    return out
+end
+
+-- The role of document `doc` (1-based) of a domain.
+function Plan:role(domain, doc)
+    local st = self:_domain(domain)
+    local r = st.role[doc]
+    if not r then
+        error(string.format("splits: %s has %d documents, no document %s", domain, #st.texts,
+                            tostring(doc)), 2)
+    end
+    return r
+end
+
+-- Token sequences of a role: its documents in the plan's order, each encoded and followed by
+-- <|endoftext|>, the stream cut into rows of seq_len (the tail dropped). max_seqs stops early.
+-- Every row comes from the role's documents only.
+function Plan:seqs(domain, r, tok, seq_len, max_seqs)
+    local texts = self:texts(domain, r)
+    if #texts == 0 then
+        error(string.format("splits: %s has no '%s' documents in this plan", domain, r), 2)
+    end
+    return require("dgalib.experiment").text_seqs(tok, texts, seq_len, max_seqs)
+end
+
+-- The rows of one role over several domains (default: every domain that has documents of
+-- it), at most per_domain rows from each, interleaved round robin so that the first rows (the
+-- trainer evaluates at most eval_max of a set) cover every domain. Also returns the rows per
+-- domain. A domain whose documents are too short for one row is an error.
+function Plan:interleaved_seqs(r, tok, seq_len, per_domain, domains)
+    check_role(r)
+    local parts, names, total, most = {}, {}, 0, 0
+    for _, d in ipairs(domains or self.domain_list) do
+        if #self:_domain(d).by_role[r] > 0 then
+            local rows = self:seqs(d, r, tok, seq_len, per_domain)
+            parts[#parts + 1], names[#names + 1] = rows, d
+            total = total + rows:shape()[1]
+            most = math.max(most, rows:shape()[1])
+        end
+    end
+    if total == 0 then error(string.format("splits: no domain has '%s' documents in this plan", r), 2) end
+    local out, k, per = dga.zeros(total, seq_len, "int32"), 0, {}
+    for i = 1, most do
+        for _, rows in ipairs(parts) do
+            if i <= rows:shape()[1] then
+                k = k + 1
+                out:narrow(k, 1):copy_(rows:narrow(i, 1))
+            end
+        end
+    end
+    for j, d in ipairs(names) do per[d] = parts[j]:shape()[1] end
+    return out, per
+end
+
+-- {data_seed, targets, max_mb, domains = {[d] = {[role] = {docs =, bytes =}}}, rows = {{domain,
+-- role, docs, bytes}, ...}} for the run's config and the report. Reads every domain.
+function Plan:describe()
+    local out = {data_seed = self.data_seed, targets = {table.unpack(self.targets)},
+                 max_mb = self.max_mb, domains = {}, rows = {}}
+    for _, d in ipairs(self.domain_list) do
+        local st = self:_domain(d)
+        out.domains[d] = {}
+        for _, r in ipairs(M.ROLES) do
+            local list = st.by_role[r]
+            if #list > 0 then
+                local bytes = 0
+                for _, doc in ipairs(list) do bytes = bytes + #st.texts[doc] end
+                out.domains[d][r] = {docs = #list, bytes = bytes}
+                out.rows[#out.rows + 1] = {domain = d, role = r, docs = #list, bytes = bytes}
+            end
+        end
+    end
+    return out
+end
+
+function Plan:summary()
+    local desc = self:describe()
+    local lines = {string.format("data split (data_seed %d%s%s): documents (MB) per domain and role",
+                                 desc.data_seed,
+                                 #desc.targets > 0 and ", targets " .. table.concat(desc.targets, ",") or "",
+                                 desc.max_mb and string.format(", store cap %.3g MB per domain", desc.max_mb) or "")}
+    local width = 8
+    for _, d in ipairs(self.domain_list) do width = math.max(width, #d) end
+    local head = {string.format("%-" .. width .. "s", "domain")}
+    for _, r in ipairs(M.ROLES) do head[#head + 1] = string.format("%18s", r) end
+    lines[#lines + 1] = table.concat(head, " ")
+    for _, d in ipairs(self.domain_list) do
+        local cells = {string.format("%-" .. width .. "s", d)}
+        for _, r in ipairs(M.ROLES) do
+            local c = desc.domains[d][r]
+            cells[#cells + 1] = string.format("%18s", c and string.format("%d (%.2f)", c.docs, c.bytes / 1e6) or "-")
+        end
+        lines[#lines + 1] = table.concat(cells, " ")
+    end
+    return table.concat(lines, "\n")
+end
+
+-- The store documents as the core build's filter ({[domain] = {doc, ...}}, ascending) and a
+-- fingerprint of it for the cache key.
+function Plan:store_filter()
+    local filter, h = {}, fnv1a(self.corpus .. "\0")
+    for _, d in ipairs(self:sources()) do
+        local st = self:_domain(d)
+        local docs = {table.unpack(st.by_role.store)}
+        table.sort(docs)
+        filter[d] = docs
+        h = fnv1a(d .. ":" .. #st.texts .. ":", h)
+        for _, doc in ipairs(docs) do h = fnv1a(tostring(doc) .. ",", h) end
+    end
+    if next(filter) == nil then error("splits: the plan has no store domain (every domain is a target)", 2) end
+    return filter, hex(h)
+end
+
+local function key_part(v)
+    return (tostring(v):gsub("[^%w%-_.]", "_"))
+end
+
+-- Builds (or reuses) the store of exactly the plan's `store` documents; returns its directory.
+-- o: levels ({64}), seq_len (129), vocab (8192), cache (<repo>/runs/cache), embedder, train_mb,
+-- iters, quiet. The clustering is seeded by data_seed.
+function Plan:store(o)
+    o = o or {}
+    local cache = o.cache or (runinfo.repo_root() .. "/runs/cache")
+    runinfo.mkdir_p(cache)
+    local levels = o.levels or {64}
+    local filter, fp = self:store_filter()
+    local parts = {"store", "plan" .. fp:sub(1, 12), "L" .. table.concat(levels, "_"),
+                   "s" .. (o.seq_len or 129), "v" .. (o.vocab or 8192),
+                   "ds" .. self.data_seed}
+    if o.embedder then parts[#parts + 1] = "e" .. key_part(o.embedder) end
+    if o.train_mb then parts[#parts + 1] = "t" .. key_part(o.train_mb) end
+    if o.iters then parts[#parts + 1] = "i" .. o.iters end
+    local dir = cache .. "/" .. table.concat(parts, "_")
+    if runinfo.is_file(dir .. "/manifest.json") then
+        if not o.quiet then io.stderr:write("using cached store " .. dir .. "\n") end
+        return dir
+    end
+    if not o.quiet then
+        io.stderr:write(string.format("building store %s from the plan's store documents of %s "
+                                      .. "(levels %s, seq_len %d, vocab %d)\n", dir, self.corpus,
+                                      table.concat(levels, ","), o.seq_len or 129, o.vocab or 8192))
+    end
+    local t0 = runinfo.now()
+    dga.store_build{corpus = self.corpus, out = dir, docs = filter, levels = levels,
+                    seq_len = o.seq_len, vocab = o.vocab, train_mb = o.train_mb,
+                    embedder = o.embedder, iters = o.iters, seed = self.data_seed,
+                    verbose = not o.quiet}
+    if not o.quiet then io.stderr:write(string.format("store built in %.1f s\n", runinfo.now() - t0)) end
+    return dir
+end
+
+-- ---------------------------------------------------------------- the leakage check
+
+-- Every sequence of a store (a dga.store or its directory), int32 [n, seq_len], for
+-- check_disjoint's inputs.
+function M.store_seqs(store)
+    local dir = type(store) == "string" and store or store:dir()
+    return dga.npy_load(dir .. "/tokens.npy")
+end
+
+-- Token streams of one named set: a 2-D int32 tensor (rows in order, as one stream: rows cut
+-- consecutively from a stream rebuild it) or a list of texts (each encoded, then
+-- <|endoftext|>). Calls fn(stream, n) with a flat Lua array of ids; rows as given.
+local function as_rows(name, v, tok, seq_len, what)
+    if type(v) == "table" then
+        if not tok then
+            error(string.format("check_disjoint: %s '%s' is a list of texts: give tok (a tokenizer) to "
+                                .. "compare it", what, name), 3)
+        end
+        local stream, eot = {}, tok:eot()
+        for i, text in ipairs(v) do
+            if type(text) ~= "string" then
+                error(string.format("check_disjoint: %s '%s'[%d] is a %s, expected a text", what, name,
+                                    i, type(text)), 3)
+            end
+            local ids = tok:encode(text):totable()
+            for j = 1, #ids do stream[#stream + 1] = ids[j] end
+            stream[#stream + 1] = eot
+        end
+        return stream, nil
+    end
+    local ok, shape = pcall(function() return v:shape() end)
+    if not ok or #shape ~= 2 or v:dtype() ~= "int32" then
+        error(string.format("check_disjoint: %s '%s' must be an int32 [n, seq_len] tensor or a list "
+                            .. "of texts", what, name), 3)
+    end
+    if seq_len and shape[2] ~= seq_len then
+        error(string.format("check_disjoint: %s '%s' has rows of %d tokens, expected %d", what, name,
+                            shape[2], seq_len), 3)
+    end
+    return v, shape
+end
+
+local B = 1000003   -- the polynomial hash base; products wrap modulo 2^64
+
+-- B^(L-1), to remove the token leaving a rolling window.
+local function top_power(L)
+    local p = 1
+    for _ = 1, L - 1 do p = p * B end
+    return p
+end
+
+-- A flat Lua array of ids from a tensor's rows first..last (1-based, inclusive).
+local function flat_rows(t, first, last)
+    local L = t:shape()[2]
+    local out, n = {}, 0
+    local rows = t:narrow(first, last - first + 1):totable()
+    for _, row in ipairs(rows) do
+        for j = 1, L do n = n + 1; out[n] = row[j] end
+    end
+    return out
+end
+
+local function sorted_names(t)
+    local out = {}
+    for k in pairs(t) do out[#out + 1] = k end
+    table.sort(out, function(a, b) return tostring(a) < tostring(b) end)
+    return out
+end
+
+-- The row length from the first tensor (in name order) when not given.
+local function infer_len(groups)
+    for _, group in ipairs(groups) do
+        for _, k in ipairs(sorted_names(group)) do
+            local v = group[k]
+            if type(v) ~= "table" then
+                local ok, shape = pcall(function() return v:shape() end)
+                if ok and #shape == 2 then return shape[2] end
+            end
+        end
+    end
+end
+
+-- Indexes every L-window of the held-out streams, then looks every input row up. For each
+-- confirmed hit calls hit(heldout_name, start, input_name, row); a true result stops the scan.
+-- Returns the held-out streams and the counts.
+local SET_SHIFT = 1 << 40   -- index entries are set_number * SET_SHIFT + start
+local function scan(heldout, inputs, tok, L, hit)
+    local P = top_power(L)
+    local index, streams, set_names, n_windows = {}, {}, {}, 0
+    for si, name in ipairs(sorted_names(heldout)) do
+        local v, shape = as_rows(name, heldout[name], tok, L, "held-out set")
+        local s = shape and (shape[1] > 0 and flat_rows(v, 1, shape[1]) or {}) or v
+        streams[name], set_names[si] = s, name
+        if #s >= L then
+            local h = 0
+            for j = 1, L do h = h * B + s[j] end
+            for start = 1, #s - L + 1 do
+                if start > 1 then h = (h - s[start - 1] * P) * B + s[start + L - 1] end
+                local code, e = si * SET_SHIFT + start, index[h]
+                if not e then index[h] = code
+                elseif math.type(e) == "integer" then index[h] = {e, code}
+                else e[#e + 1] = code end
+            end
+            n_windows = n_windows + #s - L + 1
+        end
+    end
+    local stop = false
+    local function confirm(iname, ids, off, row, code)
+        local s = streams[set_names[code // SET_SHIFT]]
+        local start = code % SET_SHIFT
+        for j = 1, L do
+            if s[start + j - 1] ~= ids[off + j] then return end
+        end
+        if hit(set_names[code // SET_SHIFT], start, iname, row) then stop = true end
+    end
+    local function lookup(iname, ids, off, row)
+        local h = 0
+        for j = off + 1, off + L do h = h * B + ids[j] end
+        local e = index[h]
+        if not e then return end
+        if math.type(e) == "integer" then return confirm(iname, ids, off, row, e) end
+        for _, code in ipairs(e) do
+            confirm(iname, ids, off, row, code)
+            if stop then return end
+        end
+    end
+    local n_rows = 0
+    for _, name in ipairs(sorted_names(inputs)) do
+        local v, shape = as_rows(name, inputs[name], tok, L, "input")
+        if shape then
+            local chunk = math.max(1, 65536 // L)
+            for first = 1, shape[1], chunk do
+                local last = math.min(shape[1], first + chunk - 1)
+                local ids = flat_rows(v, first, last)
+                for r = 0, last - first do
+                    lookup(name, ids, r * L, first + r)
+                    if stop then break end
+                end
+                if stop then break end
+            end
+            n_rows = n_rows + shape[1]
+        else
+            for r = 0, #v // L - 1 do
+                lookup(name, v, r * L, r + 1)
+                if stop then break end
+            end
+            n_rows = n_rows + #v // L
+        end
+        if stop then break end
+    end
+    return streams, n_windows, n_rows
+end
+
+-- Raises an error naming the first held-out sequence that occurs in an input.
+--   o.heldout, o.inputs: {name = int32 [n, L] tensor or list of texts}
+--   o.tok: tokenizer for the text sets (and to quote the leaked text)
+--   o.seq_len: L (default: the tensors' row length)
+-- Every window of L consecutive tokens of a held-out set's stream (its rows joined in order;
+-- its texts encoded and joined with <|endoftext|>) is hashed, so a held-out text is found
+-- whatever phase its rows were cut at; every row of an input (its texts cut into rows of L)
+-- is looked up, and a hash hit is confirmed token by token. Every held-out row is one of those
+-- windows, and a stretch of 2L - 1 tokens shared by a held-out stream and an input always
+-- fails the check.
+-- Returns {heldout_windows =, input_rows =} when nothing leaked.
+function M.check_disjoint(o)
+    if type(o) ~= "table" or type(o.heldout) ~= "table" or type(o.inputs) ~= "table" then
+        error("check_disjoint: expected {heldout = {name = set}, inputs = {name = set}}", 2)
+    end
+    local L = o.seq_len or infer_len{o.heldout, o.inputs}
+    if not L or L < 1 then error("check_disjoint: give seq_len when every set is a list of texts", 2) end
+    local found
+    local streams, nw, nr = scan(o.heldout, o.inputs, o.tok, L, function(h, start, i, row)
+        found = {h, start, i, row}
+        return true
+    end)
+    if found then
+        local h, start, i, row = table.unpack(found)
+        local msg = string.format("leak: held-out '%s' sequence at token %d (its row %d when cut "
+                                  .. "from token 1) occurs in input '%s' as row %d", h, start,
+                                  (start - 1) // L + 1, i, row)
+        if o.tok then
+            local ids = {}
+            for j = 0, math.min(L, 24) - 1 do ids[#ids + 1] = streams[h][start + j] end
+            local ok, text = pcall(function() return o.tok:decode(ids) end)
+            if ok then msg = msg .. string.format(": %q...", text) end
+        end
+        error(msg, 2)
+    end
+    return {heldout_windows = nw, input_rows = nr}
+end
+
+-- Decontamination: drops the rows of held-out tensors (int32 [n, L], rows cut consecutively
+-- from a stream) that overlap a stretch found in an input, by the same test as
+-- check_disjoint, so that text the corpus repeats across documents (licence headers,
+-- boilerplate) never counts as held-out.
+--   o.heldout = {name = int32 [n, L]}, o.inputs = {name = tensor or texts}, o.tok
+-- Returns {name = kept rows (a new tensor when rows were dropped; order kept)} and
+-- {name = rows dropped}. Rows that become neighbours are scanned again, so check_disjoint
+-- passes on the result.
+function M.decontaminate(o)
+    if type(o) ~= "table" or type(o.heldout) ~= "table" or type(o.inputs) ~= "table" then
+        error("decontaminate: expected {heldout = {name = int32 [n, L]}, inputs = {name = set}}", 2)
+    end
+    local sets, dropped, L = {}, {}, nil
+    for name, v in pairs(o.heldout) do
+        local _, shape = as_rows(name, v, nil, nil, "held-out set")
+        if not shape then error("decontaminate: held-out '" .. tostring(name) .. "' must be a tensor", 2) end
+        if L and shape[2] ~= L then
+            error(string.format("decontaminate: held-out '%s' has rows of %d tokens, others %d",
+                                tostring(name), shape[2], L), 2)
+        end
+        L = shape[2]
+        sets[name], dropped[name] = v, 0
+    end
+    if not L then return sets, dropped end
+    for _ = 1, 8 do
+        local drop, any = {}, false
+        scan(sets, o.inputs, o.tok, L, function(name, start)
+            drop[name] = drop[name] or {}
+            for r = (start - 1) // L + 1, (start + L - 2) // L + 1 do drop[name][r] = true end
+            any = true
+        end)
+        if not any then return sets, dropped end
+        for name, rows_out in pairs(drop) do
+            local seqs = sets[name]
+            local rows, n = seqs:shape()[1], 0
+            for r in pairs(rows_out) do if r <= rows then n = n + 1 end end
+            if n >= rows then
+                error(string.format("decontaminate: every one of the %d rows of held-out '%s' occurs "
+                                    .. "in an input", rows, tostring(name)), 2)
+            end
+            local out, k = dga.zeros(rows - n, L, "int32"), 0
+            for r = 1, rows do
+                if not rows_out[r] then
+                    k = k + 1
+                    out:narrow(k, 1):copy_(seqs:narrow(r, 1))
+                end
+            end
+            sets[name], dropped[name] = out, dropped[name] + n
+        end
+    end
+    error("decontaminate: held-out rows still overlap an input after 8 rounds", 2)
+end
+
+return M

@@ -1,0 +1,581 @@
+-- The experiment protocol: several training seeds per configuration ("cell"), each
+-- (cell, seed) in its own run directory, finished pairs skipped when the command runs
+-- again, N cells at a time in child processes, and --policy / --set overrides.
+--
+--   local sweep = require "dgalib.sweep"
+--   local p = argparse("my.lua", "...")
+--   exp.add_common_options(p, {out = "runs/my"})
+--   sweep.add_options(p)
+--   local a = p:parse(arg)
+--   local cells = {}
+--   for _, pol in ipairs(sweep.policies(a, {{name = "natural"}, {name = "dga", beta = 0.1, label = "dga_ema"}})) do
+--     cells[#cells + 1] = {id = "b256/" .. pol.label, group = "b256", policy = pol.label, spec = pol}
+--   end
+--   local summaries = sweep.run{name = "my", out = a.out, args = a, cells = cells,
+--     run_cell = function(cell, seed, dir, topts)
+--       local cfg = exp.run_config(a, preset, steps, cell.id, {run_dir = dir, seed = seed,
+--                                  policy = sweep.policy_config(cell.spec), ...})
+--       sweep.overrides(a, cfg)
+--       local s = require("trainer").run(cfg, topts)
+--       return {specific_final = s.specific_loss, generic_final = s.generic_loss}
+--     end}
+--   require("dgalib.aggregate"){out = a.out, metrics = {"specific_final"}, reference = "natural"}
+--
+-- Options (add_options):
+--   --seeds 1,2,3 (ranges 1-5 too)   training seeds: model init, sampling, alignment probes.
+--                                    Default 1. --seed N is the same as --seeds N.
+--   --data-seed N                    store, clustering, splits, held-out and basis selection.
+--                                    Default 1. The same for every training seed, so seeds
+--                                    vary the training and not the data.
+--   --jobs N                         N cells at a time, in child processes. Default 1.
+--   --policy NAME|FILE (repeatable)  replaces the experiment's policy list; see policies().
+--   --set key=value (repeatable)     overrides a trainer config field; see overrides().
+--   --overwrite                      rerun finished pairs; the trainer gets {overwrite = true}.
+--   --cell ID                        internal (--jobs): run only this cell, then exit.
+--
+-- A run directory is <out>/<cell.id>/seed-<seed>. The pair is finished iff summary.json
+-- exists there; it is written atomically after run_cell returns and holds the metrics, the
+-- cell id and fields, the seed, the data seed, the command and its key (the command without
+-- the options that choose which pairs run or where: --seeds, --seed, --jobs, --cell,
+-- --policy, --out, --cache, --resume, --overwrite, --no-plot). A finished pair whose key
+-- differs from the current command's is refused (its numbers would come from another
+-- configuration): use --overwrite or another --out. An unfinished pair whose directory
+-- holds a checkpoint resumes from it (topts.resume = true); one that holds a run but no
+-- checkpoint restarts (topts.overwrite = true). run_cell must pass topts to trainer.run.
+--
+-- With --jobs N > 1, the parent re-runs the same script (same interpreter, its options,
+-- the same argv) with --cell ID --seeds S --jobs 1 added, N at a time, through one bash
+-- coordinator that reports each child's exit status on a pipe (`wait -n`), so nothing is
+-- polled. Each child writes its output to <dir>/log.txt. Everything the script does before
+-- sweep.run (store builds, tokenisation) runs in the parent first, so the children find
+-- the caches warm and never build the same store at once. A failed pair is reported with
+-- its log's tail (or its error) and the sweep goes on; at the end sweep.run raises an error
+-- naming the failures, so the script exits non-zero.
+--
+-- API notes for callers: run_cell receives a 4th argument, the trainer options topts, and
+-- sweep.policy_config(spec) strips the `label` and `file` fields a policy spec carries.
+local runinfo = require "dgalib.runinfo"
+local json = require "dgalib.json"
+local overrides = require "dgalib.overrides"
+local progress = require "dgalib.progress"
+
+local M = {}
+
+-- ---- options -------------------------------------------------------------------------
+
+-- "1,2,5-7" -> {1, 2, 5, 6, 7}; nil and a message on anything else (or a repeated seed).
+function M.parse_seeds(s)
+    local out, seen = {}, {}
+    for tok in tostring(s):gmatch("[^,%s]+") do
+        local lo, hi = tok:match("^(%d+)%-(%d+)$")
+        lo, hi = tonumber(lo), tonumber(hi)
+        if not lo then
+            lo = math.tointeger(tonumber(tok))
+            hi = lo
+        end
+        if not lo or lo < 0 or hi < lo then
+            return nil, string.format("'%s' is not a seed (integer >= 0) or a range a-b", tok)
+        end
+        if hi - lo > 10000 then return nil, string.format("'%s': range of more than 10000 seeds", tok) end
+        for v in (function() local i = lo - 1; return function() i = i + 1; if i <= hi then return i end end end)() do
+            if seen[v] then return nil, string.format("seed %d is given twice", v) end
+            seen[v] = true
+            out[#out + 1] = math.tointeger(v)
+        end
+    end
+    if #out == 0 then return nil, "no seed given" end
+    return out
+end
+
+local function has_option(parser, name)
+    for _, o in ipairs(parser._options or {}) do
+        for _, n in ipairs(o._aliases or {}) do if n == name then return true end end
+        if o._name == name then return true end
+    end
+    return false
+end
+
+function M.add_options(p)
+    local args = require "dgalib.args"
+    p:option("--seeds", "Training seeds, comma separated (ranges a-b too): each covers model "
+             .. "init, batch sampling and alignment probes. Default: 1.")
+        :convert(M.parse_seeds)
+    if not has_option(p, "--seed") then
+        p:option("--seed", "One training seed: the same as --seeds N."):convert(args.int(0))
+    end
+    p:option("--data-seed", "Seed of the data: store, clustering, splits, held-out sets and "
+             .. "basis selection, the same for every training seed. Default: 1.", "1")
+        :convert(args.int(0))
+    p:option("--jobs", "Run this many (cell, seed) pairs at a time, each in its own process "
+             .. "(output in <run dir>/log.txt). Default: 1.", "1"):convert(args.int(1))
+    p:option("--policy", "A policy to run: a registry name, a label of the experiment's own "
+             .. "list, or a Lua policy file (the run is named from its declared name). "
+             .. "Repeatable; replaces the experiment's policy list."):count("*")
+    p:option("--set", "Override a trainer config field by dotted path, e.g. optimizer.lr=3e-3, "
+             .. "T_r=50, policy.beta=0.1, model.layers=2, align.method=jvp. Repeatable; unknown "
+             .. "keys and values of the wrong type are errors."):count("*")
+        :argname("<key=value>"):convert(overrides.parse)
+    p:flag("--overwrite", "Rerun (cell, seed) pairs that already finished, replacing their runs.")
+    p:option("--cell", "(internal, used by --jobs) Run only the cell with this id, then exit.")
+    local prev = p._action
+    p:action(function(a, ...)
+        if a.seeds and a.seed then
+            p:error("give --seeds or --seed, not both (--seed N is --seeds N)")
+        end
+        a.seeds = a.seeds or {a.seed or 1}
+        a.seed = a.seeds[1]
+        a.policy = a.policy or {}
+        a.set = a.set or {}
+        if prev then return prev(a, ...) end
+    end)
+    return p
+end
+
+-- The training seeds of parsed options (also when add_options's action did not run).
+function M.seeds(a)
+    if a.seeds then return a.seeds end
+    return {a.seed or 1}
+end
+
+-- ---- policies --------------------------------------------------------------------------
+
+local function abspath(path)
+    if path:sub(1, 1) == "/" then return path end
+    return require("lfs").currentdir() .. "/" .. path
+end
+
+-- The name a policy file declares: the module's `name`, else the `name` of the object its
+-- new({}) returns.
+function M.policy_file_name(path)
+    local policies = require "policies"
+    local ok, mod = pcall(policies.module, path)
+    if not ok then error(overrides.usage_error("--policy " .. path .. ": " .. tostring(mod)), 0) end
+    local name = type(mod.name) == "string" and mod.name or nil
+    if not name then
+        local ok2, obj = pcall(mod.new, {})
+        if ok2 and type(obj) == "table" and type(obj.name) == "string" then name = obj.name end
+    end
+    if not name or name == "" then
+        error(overrides.usage_error("--policy " .. path .. ": the policy declares no name (give its "
+                                    .. "module, or the object new() returns, a `name` field)"), 0)
+    end
+    if not name:match("^[%w_%-%.]+$") or name:match("^%.") then
+        error(overrides.usage_error(string.format("--policy %s: declared name '%s' cannot name a run "
+                                    .. "directory (letters, digits, _ - .)", path, name)), 0)
+    end
+    return name
+end
+
+local function copy(t)
+    local out = {}
+    for key, v in pairs(t) do out[key] = v end
+    return out
+end
+
+-- The policy specs to run: each a trainer policy table plus `label` (the name of its run
+-- directory). Without --policy: default_list (labels default to the names). With it, each
+-- entry is one of
+--   - a file (ends in .lua, or exists): {name = <absolute path>, label = <declared name>,
+--     file = <absolute path>};
+--   - a label of default_list: that entry (with its options);
+--   - a policy name: {name = NAME, label = NAME}.
+function M.policies(a, default_list)
+    local list = {}
+    local chosen = a.policy or {}
+    if #chosen == 0 then
+        for _, spec in ipairs(default_list or {}) do
+            local s = copy(spec)
+            s.label = s.label or s.name
+            list[#list + 1] = s
+        end
+    else
+        local policies = require "policies"
+        for _, entry in ipairs(chosen) do
+            local s
+            if entry:match("%.lua$") or runinfo.is_file(entry) then
+                local path = abspath(entry)
+                s = {name = path, label = M.policy_file_name(path), file = path}
+            else
+                for _, spec in ipairs(default_list or {}) do
+                    if (spec.label or spec.name) == entry then s = copy(spec); s.label = entry end
+                end
+                if not s then
+                    local ok, err = pcall(policies.module, entry)
+                    if not ok then
+                        local labels = {}
+                        for _, spec in ipairs(default_list or {}) do labels[#labels + 1] = spec.label or spec.name end
+                        error(overrides.usage_error(string.format("--policy %s: %s%s", entry,
+                            tostring(err):gsub("^policies: ", ""),
+                            #labels > 0 and ("; this experiment's policies: " .. table.concat(labels, ", ")) or "")), 0)
+                    end
+                    s = {name = entry, label = entry}
+                end
+            end
+            list[#list + 1] = s
+        end
+    end
+    local seen = {}
+    for _, s in ipairs(list) do
+        if seen[s.label] then
+            error(overrides.usage_error("--policy: two policies would share the run name '" .. s.label .. "'"), 0)
+        end
+        seen[s.label] = true
+    end
+    return list
+end
+
+-- The trainer's cfg.policy of a spec: the spec without `label` and `file`.
+function M.policy_config(spec)
+    local out = {}
+    for key, v in pairs(spec) do
+        if key ~= "label" and key ~= "file" then out[key] = v end
+    end
+    return out
+end
+
+-- Applies the --set list of parsed options `a` to a trainer cfg (see dgalib/overrides.lua
+-- for the checks); extra_known: the experiment's own fields. Returns cfg.
+function M.overrides(a, cfg, extra_known)
+    return overrides.apply(cfg, a.set or {}, extra_known, overrides.SWEEP_RESERVED)
+end
+
+-- ---- the command -----------------------------------------------------------------------
+
+-- Options that choose which pairs run, how, or where, but not what a pair computes.
+local CONTROL_VALUE = {["--seeds"] = true, ["--seed"] = true, ["--jobs"] = true,
+                       ["--cell"] = true, ["--policy"] = true, ["--out"] = true, ["--cache"] = true}
+local CONTROL_FLAG = {["--resume"] = true, ["--overwrite"] = true, ["--no-plot"] = true}
+
+-- argv without the options of `drop_value` (with their values) and `drop_flag`.
+local function strip(argv, drop_value, drop_flag)
+    local out, i = {}, 1
+    while i <= #argv do
+        local t = argv[i]
+        local name = t:match("^(%-%-[^=]+)=") or t
+        if drop_value[name] then
+            i = i + (t:find("=", 1, true) and 1 or 2)
+        elseif drop_flag and drop_flag[t] then
+            i = i + 1
+        else
+            out[#out + 1] = t
+            i = i + 1
+        end
+    end
+    return out
+end
+
+local function shell_quote(s)
+    return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function argv_of(o)
+    local src = o.argv or arg or {}
+    local out = {}
+    for i = 1, #src do out[i] = src[i] end
+    return out
+end
+
+-- The key of a command: what a finished pair's numbers depend on.
+local function command_key(argv)
+    local t = strip(argv, CONTROL_VALUE, CONTROL_FLAG)
+    return table.concat(t, " ")
+end
+
+-- ---- the run ---------------------------------------------------------------------------
+
+function M.run_dir(out, cell_id, seed)
+    return string.format("%s/%s/seed-%d", out, cell_id, seed)
+end
+
+local function check_cells(cells)
+    if type(cells) ~= "table" or #cells == 0 then error("sweep.run: cells must be a non-empty list", 3) end
+    local seen = {}
+    for i, c in ipairs(cells) do
+        local id = type(c) == "table" and c.id
+        if type(id) ~= "string" or id == "" then
+            error(string.format("sweep.run: cell %d has no string id", i), 3)
+        end
+        if not id:match("^[%w_%-%.=+,/]+$") or id:match("^/") or id:match("/$") or id:match("//")
+           or id:match("%.%.") or id:match("^%.") or id:match("/%.") then
+            error(string.format("sweep.run: cell id '%s' is not a relative directory name "
+                                .. "(letters, digits, _ - . = + , and / between parts)", id), 3)
+        end
+        if seen[id] then error(string.format("sweep.run: two cells have the id '%s'", id), 3) end
+        seen[id] = true
+    end
+end
+
+-- Plain fields of a cell (what summary.json records about it).
+local function cell_fields(cell)
+    local out = {}
+    for key, v in pairs(cell) do
+        local t = type(v)
+        if type(key) == "string" and (t == "number" or t == "string" or t == "boolean") then
+            out[key] = v
+        end
+    end
+    return out
+end
+
+-- run_cell's table as flat metrics: numbers, strings and booleans kept; a table of numbers
+-- becomes name_<key> entries; tensors, models and deeper tables are left out.
+local function flat_metrics(res, where)
+    if type(res) ~= "table" then
+        error(where .. ": run_cell returned " .. type(res) .. ", expected a table of metrics", 0)
+    end
+    local out = {}
+    for key, v in pairs(res) do
+        if type(key) == "string" then
+            local t = type(v)
+            if t == "number" or t == "string" or t == "boolean" then
+                out[key] = v
+            elseif t == "table" and getmetatable(v) == nil then
+                for k2, v2 in pairs(v) do
+                    if type(v2) == "number" and (type(k2) == "string" or math.type(k2) == "integer") then
+                        out[key .. "_" .. tostring(k2)] = v2
+                    end
+                end
+            end
+        end
+    end
+    return out
+end
+
+local function read_summary(path)
+    local ok, s = pcall(json.read_file, path)
+    if not ok then error(overrides.usage_error("sweep: " .. tostring(s)), 0) end
+    if type(s) ~= "table" or type(s.metrics) ~= "table" or type(s.cell) ~= "string" then
+        error(overrides.usage_error("sweep: " .. path .. ": not a sweep summary (no cell or metrics)"), 0)
+    end
+    return s
+end
+
+local function tail(path, n)
+    local text = runinfo.read_file(path)
+    if not text then return "(no log at " .. path .. ")" end
+    local lines = {}
+    for line in text:gmatch("[^\n]*") do
+        -- a progress line redrawn with \r: keep its last state
+        lines[#lines + 1] = line:match("([^\r]*)\r*$")
+    end
+    while #lines > 0 and lines[#lines] == "" do lines[#lines] = nil end
+    local first = math.max(1, #lines - n + 1)
+    local out = {}
+    for i = first, #lines do out[#out + 1] = "    | " .. lines[i] end
+    return table.concat(out, "\n")
+end
+
+-- Trainer options for an unfinished pair in dir.
+local function trainer_opts(dir, a)
+    if a.overwrite then return {overwrite = true} end
+    local trainer = require "trainer"
+    if trainer.latest_checkpoint and trainer.latest_checkpoint(dir) then return {resume = true} end
+    for _, f in ipairs{"config.lua", "metrics.csv"} do
+        if runinfo.exists(dir .. "/" .. f) then return {overwrite = true} end
+    end
+    return {}
+end
+
+-- Runs one pair in this process; returns the summary table, or nil and an error message.
+local function run_here(o, pair, argv, key)
+    local a = o.args
+    runinfo.mkdir_p(pair.dir)
+    local spath = pair.dir .. "/summary.json"
+    if runinfo.exists(spath) then os.remove(spath) end
+    local topts = trainer_opts(pair.dir, a)
+    local t0 = runinfo.now()
+    local ok, res = xpcall(o.run_cell, function(e)
+        if type(e) == "table" and e.usage then return e end
+        return debug.traceback(tostring(e), 2)
+    end, pair.cell, pair.seed, pair.dir, topts)
+    if not ok then
+        if type(res) == "table" and res.usage then error(res, 0) end
+        return nil, tostring(res)
+    end
+    local where = string.format("cell %s, seed %d", pair.cell.id, pair.seed)
+    local okm, metrics = pcall(flat_metrics, res, where)
+    if not okm then return nil, tostring(metrics) end
+    local summary = {
+        cell = pair.cell.id, group = pair.cell.group, seed = pair.seed,
+        data_seed = a.data_seed or 1, metrics = metrics, fields = cell_fields(pair.cell),
+        command = table.concat(argv, " "), key = key, sweep = o.name,
+        seconds = runinfo.now() - t0, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
+    }
+    runinfo.write_atomic(spath, json.encode(summary, {indent = true}) .. "\n")
+    return summary
+end
+
+-- The interpreter and its options as this script was started (arg[-n] .. arg[-1]).
+local function interpreter()
+    if type(arg) ~= "table" then return nil end
+    local lo = 0
+    while arg[lo - 1] ~= nil do lo = lo - 1 end
+    if lo == 0 then return nil end
+    local out = {}
+    for i = lo, -1 do out[#out + 1] = arg[i] end
+    return out, arg[0]
+end
+
+local function child_command(argv, pair)
+    local interp, script = interpreter()
+    if not interp or not script then
+        error("sweep: --jobs needs the script to be run as `dgalua script.lua ...` (no arg table)", 0)
+    end
+    local parts = {}
+    for _, t in ipairs(interp) do parts[#parts + 1] = shell_quote(t) end
+    parts[#parts + 1] = shell_quote(script)
+    for _, t in ipairs(strip(argv, {["--seeds"] = true, ["--seed"] = true, ["--jobs"] = true,
+                                    ["--cell"] = true}, nil)) do
+        parts[#parts + 1] = shell_quote(t)
+    end
+    for _, t in ipairs{"--cell", pair.cell.id, "--seeds", tostring(pair.seed), "--jobs", "1"} do
+        parts[#parts + 1] = shell_quote(t)
+    end
+    return table.concat(parts, " ")
+end
+
+-- Runs the pairs in child processes, `jobs` at a time. report(i, summary_or_nil, err).
+local function run_children(pairs_list, argv, jobs, report)
+    local lines = {"set -u", "n=0"}
+    for i, pair in ipairs(pairs_list) do
+        runinfo.mkdir_p(pair.dir)
+        lines[#lines + 1] = string.format('if [ "$n" -ge %d ]; then wait -n; n=$((n-1)); fi', jobs)
+        lines[#lines + 1] = string.format('{ %s >%s 2>&1 </dev/null; echo "done %d $?"; } &',
+                                          child_command(argv, pair), shell_quote(pair.dir .. "/log.txt"), i)
+        lines[#lines + 1] = "n=$((n+1))"
+    end
+    lines[#lines + 1] = "wait"
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write(table.concat(lines, "\n"), "\n")
+    f:close()
+    local pipe = assert(io.popen("bash " .. shell_quote(script), "r"))
+    local seen = {}
+    for line in pipe:lines() do
+        local i, rc = line:match("^done (%d+) (%d+)$")
+        i, rc = tonumber(i), tonumber(rc)
+        if i and pairs_list[i] and not seen[i] then
+            seen[i] = true
+            local pair = pairs_list[i]
+            local spath = pair.dir .. "/summary.json"
+            if rc == 0 and runinfo.is_file(spath) then
+                local ok, s = pcall(read_summary, spath)
+                if ok then report(i, s) else report(i, nil, tostring(s)) end
+            else
+                report(i, nil, string.format("%s with status %d; the end of %s/log.txt:\n%s",
+                    rc == 0 and "exited without writing summary.json" or "failed", rc,
+                    pair.dir, tail(pair.dir .. "/log.txt", 15)))
+            end
+        end
+    end
+    pipe:close()
+    os.remove(script)
+    for i = 1, #pairs_list do
+        if not seen[i] then report(i, nil, "the coordinator ended without reporting it (interrupted?)") end
+    end
+end
+
+-- Runs every (cell, seed) pair not finished yet; returns the summaries (finished before or
+-- now) in pair order: seeds outer, cells inner, so a complete comparison over the first
+-- seed is there before the second seed starts. See the top of this file.
+function M.run(o)
+    assert(type(o) == "table", "sweep.run: expected a table")
+    local a = o.args or error("sweep.run: args (the parsed options) are required", 2)
+    local out = o.out or a.out or error("sweep.run: out is required", 2)
+    if type(o.run_cell) ~= "function" then error("sweep.run: run_cell must be a function", 2) end
+    check_cells(o.cells)
+    local seeds = M.seeds(a)
+    local argv = argv_of(o)
+    local key = command_key(argv)
+    local cells = o.cells
+    if a.cell then
+        cells = {}
+        for _, c in ipairs(o.cells) do if c.id == a.cell then cells[1] = c end end
+        if #cells == 0 then
+            local ids = {}
+            for _, c in ipairs(o.cells) do ids[#ids + 1] = c.id end
+            error(overrides.usage_error("--cell " .. a.cell .. ": no such cell (cells: "
+                                        .. table.concat(ids, ", ") .. ")"), 0)
+        end
+    end
+    local quiet = o.quiet
+    local function say(fmt, ...)
+        if not quiet then io.stderr:write(string.format(fmt, ...), "\n") end
+    end
+
+    -- Which pairs are finished already.
+    local all, todo, results = {}, {}, {}
+    for _, seed in ipairs(seeds) do
+        for _, cell in ipairs(cells) do
+            local pair = {cell = cell, seed = seed, dir = M.run_dir(out, cell.id, seed)}
+            all[#all + 1] = pair
+            local spath = pair.dir .. "/summary.json"
+            if runinfo.is_file(spath) and not a.overwrite then
+                local s = read_summary(spath)
+                if s.key ~= nil and s.key ~= key then
+                    error(overrides.usage_error(string.format(
+                        "sweep: %s finished under another command:\n  then: %s\n  now:  %s\n"
+                        .. "its numbers would not match this configuration; use --overwrite to rerun it, "
+                        .. "or another --out", pair.dir, tostring(s.key), key)), 0)
+                end
+                pair.done = s
+            else
+                todo[#todo + 1] = pair
+            end
+        end
+    end
+    if #all - #todo > 0 and not a.cell then
+        say("%s: %d of %d runs finished already (summary.json present), skipped",
+            o.name or "sweep", #all - #todo, #all)
+    end
+
+    local failures = {}
+    local t0 = runinfo.now()
+    local done_n = 0
+    local function report(i, summary, err)
+        local pair = todo[i]
+        done_n = done_n + 1
+        local el = runinfo.now() - t0
+        local eta = done_n < #todo and progress.format_duration(el / done_n * (#todo - done_n)) or "0:00"
+        local logp = (o._children and (pair.dir .. "/log.txt")) or pair.dir
+        if summary then
+            pair.done = summary
+            say("run %d of %d: %s, seed %d, %s elapsed, ETA %s  (%s)", done_n, #todo, pair.cell.id,
+                pair.seed, progress.format_duration(el), eta, logp)
+        else
+            failures[#failures + 1] = {pair = pair, err = err}
+            say("run %d of %d: %s, seed %d FAILED, %s elapsed, ETA %s  (%s)\n%s", done_n, #todo,
+                pair.cell.id, pair.seed, progress.format_duration(el), eta, logp, err)
+        end
+    end
+
+    local jobs = a.jobs or 1
+    if jobs > 1 and not a.cell and #todo > 0 then
+        o._children = true
+        say("%s: %d runs, %d at a time; each writes <run dir>/log.txt", o.name or "sweep", #todo, jobs)
+        run_children(todo, argv, jobs, report)
+        o._children = nil
+    else
+        for i, pair in ipairs(todo) do
+            local s, err = run_here(o, pair, argv, key)
+            report(i, s, err)
+        end
+    end
+
+    if a.cell and o.exit_after_cell ~= false then
+        io.stdout:flush()
+        os.exit(#failures == 0 and 0 or 1, true)
+    end
+    if #failures > 0 then
+        local names = {}
+        for _, f in ipairs(failures) do
+            names[#names + 1] = string.format("%s seed %d", f.pair.cell.id, f.pair.seed)
+        end
+        error(string.format("sweep %s: %d of %d runs failed: %s", o.name or "", #failures, #todo,
+                            table.concat(names, "; ")), 0)
+    end
+    for _, pair in ipairs(all) do results[#results + 1] = pair.done end
+    return results
+end
+
+return M
