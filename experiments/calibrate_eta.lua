@@ -2,7 +2,7 @@
 -- short runs of lowdata's quick model. The chosen value is frozen as ETA in lowdata.lua,
 -- recover.lua and mmlu_dist.lua (with the sweep's result in a comment there).
 --
---   dgalua experiments/calibrate_eta.lua [--etas 1,3,10,30,100] [--jobs 2] [--csv docs/calibrate_eta.csv]
+--   dgalua experiments/calibrate_eta.lua [--etas 0.3,1,3,10,30] [--jobs 2] [--csv docs/calibrate_eta.csv]
 --
 -- Runs `lowdata.lua --quick --targets us_legislation --seeds 1 --calibrate ETAS` (DGA with
 -- beta = 1 and each fixed eta, plus the adaptive eta for reference), then writes one CSV row per
@@ -15,7 +15,7 @@ local runinfo = require "dgalib.runinfo"
 local csvlog = require "dgalib.csvlog"
 
 local p = argparse("calibrate_eta.lua", "Calibrate DGA's fixed step size (one target, one seed, short runs).")
-p:option("--etas", "Fixed step sizes to try.", "1,3,10,30,100")
+p:option("--etas", "Fixed step sizes to try.", "0.3,1,3,10,30")
 p:option("--target", "Specific domain.", "us_legislation")
 p:option("--seed", "Training seed.", "1")
 p:option("--jobs", "Processes.", "2")

@@ -34,8 +34,7 @@ function C.parser(name, description, out)
     local argparse = require "argparse"
     local p = argparse(name, description)
     exp.add_common_options(p, {out = out})
-    local ok, sweep = pcall(require, "dgalib.sweep")
-    if ok and sweep.add_options then sweep.add_options(p) end
+    require("dgalib.sweep").add_options(p)
     return p
 end
 
@@ -66,32 +65,22 @@ end
 -- The label of a policy spec (from the defaults or --policy) and the spec the trainer gets.
 function C.label(spec) return spec.label or spec.name end
 
-function C.policy_config(spec)
-    local out = {}
-    for key, v in pairs(spec) do if key ~= "label" then out[key] = v end end
-    return out
-end
+function C.policy_config(spec) return require("dgalib.sweep").policy_config(spec) end
 
 -- The policy specs to run: --policy's list when given (dgalib/sweep), else the defaults.
-function C.policies(a, defaults)
-    local ok, sweep = pcall(require, "dgalib.sweep")
-    if ok and sweep.policies then return sweep.policies(a, defaults) end
-    return defaults
-end
+function C.policies(a, defaults) return require("dgalib.sweep").policies(a, defaults) end
 
--- Trains one cell in `dir` from `seed`, and returns its flat metrics (C.metrics). A directory
--- holding a checkpoint of this run continues from it.
-function C.train(cfg, seed, dir, a, extra_metrics)
-    local trainer = require "trainer"
+-- Trains one cell in `dir` from `seed` with the trainer options the sweep gives (topts:
+-- resume from a checkpoint, overwrite a partial run), after the --set overrides; returns its
+-- flat metrics (C.metrics plus `extra`) and the trainer's summary.
+function C.train(cfg, seed, dir, a, topts, extra)
+    local sweep = require "dgalib.sweep"
     cfg.run_dir, cfg.seed = dir, seed
-    local sweep_ok, sweep = pcall(require, "dgalib.sweep")
-    if sweep_ok and sweep.overrides then sweep.overrides(a, cfg, {}) end
     cfg.progress = (a.jobs or 1) <= 1
-    local opts = {overwrite = a.overwrite or nil}
-    if trainer.latest_checkpoint(dir) then opts.resume = true end
-    local s = trainer.run(cfg, opts)
+    sweep.overrides(a, cfg)
+    local s = require("trainer").run(cfg, topts or {})
     local m = C.metrics(dir)
-    for key, v in pairs(extra_metrics or {}) do m[key] = v end
+    for key, v in pairs(extra or {}) do m[key] = v end
     return m, s
 end
 
@@ -164,6 +153,30 @@ function C.seqs(tok, texts, L, max_seqs)
     if ok then return t end
     if tostring(t):find("not enough text", 1, true) then return nil end
     error(t, 0)
+end
+
+-- The leakage check on an experiment's real data path, before any training. Held-out rows
+-- that share a stretch of text with an input (boilerplate the corpus repeats across
+-- documents: licence headers, generated code) are dropped first (splits.decontaminate), and
+-- the count is said; then splits.check_disjoint must find no held-out sequence in any input.
+-- heldout: {name = int32 [n, L]}; inputs: {name = tensor or texts}. Returns the kept sets.
+function C.check_leaks(heldout, inputs, tok)
+    local splits = require "dgalib.splits"
+    local kept, dropped = splits.decontaminate{heldout = heldout, inputs = inputs, tok = tok}
+    local names = {}
+    for name in pairs(dropped) do names[#names + 1] = name end
+    table.sort(names)
+    for _, name in ipairs(names) do
+        if dropped[name] > 0 then
+            io.stderr:write(string.format("decontaminate: %d rows of held-out '%s' share text with a "
+                                          .. "training input, dropped (%d kept)\n", dropped[name], name,
+                                          kept[name]:shape()[1]))
+        end
+    end
+    local r = splits.check_disjoint{heldout = kept, inputs = inputs, tok = tok}
+    io.stderr:write(string.format("leakage check: %d held-out windows, %d input rows: no shared sequence\n",
+                                  r.heldout_windows, r.input_rows))
+    return kept, dropped
 end
 
 -- Rows of several [n_i, L] tensors stacked into one.

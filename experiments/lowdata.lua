@@ -72,32 +72,30 @@ local function setup()
     local store = dga.store_open(store_dir)
     local tok = store:tokenizer()
     local L = preset.seq_len
-    local gen = {}
-    for _, d in ipairs(data.corpus_domains(corpus)) do
-        local skip = false
-        for _, t in ipairs(targets) do if t == d then skip = true end end
-        if not skip then
-            local s = C.seqs(tok, plan:texts(d, "generic_heldout"), L, preset.gen_heldout)
-            if s then gen[#gen + 1] = s end
-        end
-    end
-    D = {plan = plan, store_dir = store_dir, store = store, tok = tok, spec = {},
-         generic_heldout = C.cat(gen)}
-    local heldout, inputs = {generic = D.generic_heldout}, {store = splits.store_seqs(store)}
+    local sources = plan:sources()
+    D = {plan = plan, store_dir = store_dir, store = store, tok = tok, spec = {}}
+    local heldout = {generic = plan:interleaved_seqs("generic_heldout", tok, L, preset.gen_heldout, sources)}
+    local inputs = {store = splits.store_seqs(store)}
     for _, t in ipairs(targets) do
         local train_docs = plan:texts(t, "specific_train")
         local train = C.seqs(tok, train_docs, L, preset.spec_train)
         local held = C.seqs(tok, plan:texts(t, "specific_heldout"), L, preset.spec_heldout)
         if not (train and held) then error("lowdata: target " .. t .. " has too little text", 0) end
-        -- The IS histogram from the specific training documents only (as many as the
-        -- training sequences were cut from, plus a margin for short documents).
-        local docs = {}
-        for i = 1, math.min(#train_docs, 4 * preset.spec_train) do docs[i] = train_docs[i] end
-        D.spec[t] = {train = train, heldout = held, is = store:histogram(docs, 1)}
+        -- The IS histogram from the specific training documents only: those the training
+        -- sequences were cut from.
+        local docs, need, have = {}, train:shape()[1] * L, 0
+        for _, text in ipairs(train_docs) do
+            if have >= need then break end
+            docs[#docs + 1] = text
+            have = have + #tok:encode(text) + 1
+        end
+        D.spec[t] = {train = train, is = store:histogram(docs, 1)}
         heldout["specific " .. t] = held
         inputs["specific_train " .. t] = train
     end
-    splits.check_disjoint{heldout = heldout, inputs = inputs}
+    local kept = C.check_leaks(heldout, inputs, tok)
+    D.generic_heldout = kept.generic
+    for _, t in ipairs(targets) do D.spec[t].heldout = kept["specific " .. t] end
     return D
 end
 
@@ -131,10 +129,13 @@ for _, t in ipairs(targets) do
     end
 end
 
+-- The data before the sweep: its children then find the store cached (and the leakage
+-- check has passed before any training).
+setup()
 local sweep = require "dgalib.sweep"
 sweep.run{
     name = "lowdata", out = a.out, args = a, cells = cells,
-    run_cell = function(cell, seed, dir)
+    run_cell = function(cell, seed, dir, topts)
         local d = setup()
         local sp = d.spec[cell.target]
         local budget = budget_of(cell.natural_epochs)
@@ -146,7 +147,7 @@ sweep.run{
             is_histogram = sp.is,
             policy = C.policy_config(cell.policy),
         })
-        return C.train(cfg, seed, dir, a, {budget_tokens = budget or 0, eta_fixed = cell.policy.eta})
+        return C.train(cfg, seed, dir, a, topts, {budget_tokens = budget or 0, eta_fixed = cell.policy.eta})
     end,
 }
 if a.cell then return end

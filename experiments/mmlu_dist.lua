@@ -196,10 +196,13 @@ local function top_letter_share(score)
     return math.max(counts[1], counts[2], counts[3], counts[4]) / n
 end
 
+-- The data before the sweep: its children then find the store cached (and the leakage
+-- check has passed before any training).
+setup()
 local sweep = require "dgalib.sweep"
 sweep.run{
     name = "mmlu_dist", out = a.out, args = a, cells = cells,
-    run_cell = function(cell, seed, dir)
+    run_cell = function(cell, seed, dir, topts)
         local d = setup()
         local pol = C.policy_config(cell.policy)
         local dist = pol.name == "dga_dist"
@@ -210,7 +213,7 @@ sweep.run{
             generic_heldout = nil, basis = b, dist = dist or nil,
             is_histogram = is_hist, policy = pol,
         })
-        local m, s = C.train(cfg, seed, dir, a)
+        local m, s = C.train(cfg, seed, dir, a, topts)
         local model = s.model
         m.mmlu_b_loss = dga.eval_loss_seqs(model, d.eval_seqs)
         local score = dga.mmlu_score(model, d.tok, d.q_score, {shots = 0})

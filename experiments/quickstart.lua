@@ -66,17 +66,20 @@ for _, spec in ipairs(C.policies(a, defaults)) do
     cells[#cells + 1] = {id = a.target .. "/" .. C.label(spec), group = a.target, policy = spec}
 end
 
+-- The data before the sweep: its children then find the store cached (and the leakage
+-- check has passed before any training).
+setup()
 local sweep = require "dgalib.sweep"
 sweep.run{
     name = "quickstart", out = a.out, args = a, cells = cells,
-    run_cell = function(cell, seed, dir)
+    run_cell = function(cell, seed, dir, topts)
         local d = setup()
         local cfg = exp.run_config(a, preset, steps, cell.id, {
             store = {dir = d.store_dir, level = 1},
             specific = {train = d.train, heldout = d.held}, generic_heldout = d.generic,
             policy = C.policy_config(cell.policy),
         })
-        return C.train(cfg, seed, dir, a)
+        return C.train(cfg, seed, dir, a, topts)
     end,
 }
 if a.cell then return end

@@ -145,10 +145,13 @@ for _, w in ipairs(grid) do
     cells[#cells + 1] = {id = string.format("static/w%.2f", w), group = "static", static = w}
 end
 
+-- The data before the sweep: its children then find the store cached (and the leakage
+-- check has passed before any training).
+setup()
 local sweep = require "dgalib.sweep"
 sweep.run{
     name = "recover", out = a.out, args = a, cells = cells,
-    run_cell = function(cell, seed, dir)
+    run_cell = function(cell, seed, dir, topts)
         local d = setup()
         local policy, hist = C.policy_config(cell.policy or {}), nil
         if cell.static then
@@ -161,7 +164,7 @@ sweep.run{
             specific = {train = d.spec_train, heldout = d.spec_heldout},
             generic_heldout = d.generic, is_histogram = hist, policy = policy,
         })
-        local m, s = C.train(cfg, seed, dir, a)
+        local m, s = C.train(cfg, seed, dir, a, topts)
         local w = s.weights
         if w and not cell.static then
             local w1, w2 = w[d.pair[1]], w[d.pair[2]]

@@ -158,44 +158,47 @@ end
 -- A markdown table of one group: rows = cells, columns = metrics (mean [CI]), then for the
 -- first metric the paired difference to the reference and its noise floor.
 function M.group_table(cells, metrics, ref_label, fmts)
+    local st = stats()
     local ref
     for _, c in ipairs(cells) do if c.label == ref_label then ref = c end end
-    local head = {"policy", "seeds"}
-    for _, m in ipairs(metrics) do head[#head + 1] = m end
+    -- The reference first, then the cells in their order.
+    local ordered = {}
+    if ref then ordered[1] = ref end
+    for _, c in ipairs(cells) do if c ~= ref then ordered[#ordered + 1] = c end end
     local key = metrics[1]
+    local head = {"policy", "seeds", key}
     if ref then
         head[#head + 1] = string.format("%s - %s (paired)", key, ref_label)
-        head[#head + 1] = "noise floor: sd / mean pair gap of " .. ref_label
+        head[#head + 1] = "noise floor (" .. ref_label .. " sd / mean pair gap)"
     end
+    for i = 2, #metrics do head[#head + 1] = metrics[i] end
     local lines = {"| " .. table.concat(head, " | ") .. " |",
                    "|" .. string.rep("---|", #head)}
     local csv = {}
-    for _, c in ipairs(cells) do
+    local floor_sd, floor_gap
+    if ref then
+        local ys = values_of(ref, key)
+        floor_sd, floor_gap = st.summary(ys).sd, st.mean_pair_gap(seed_list(ys))
+    end
+    for _, c in ipairs(ordered) do
         local n = 0
         for _ in pairs(c.seeds) do n = n + 1 end
         local row = {c.label, tostring(n)}
         local rec = {cell = c.id, seeds = n}
-        for _, m in ipairs(metrics) do
+        for i, m in ipairs(metrics) do
             local r = M.compare(c, ref, m)
             row[#row + 1] = fmt_summary(r.summary, (fmts or {})[m])
             rec[m .. "_mean"], rec[m .. "_lo"], rec[m .. "_hi"] = r.summary.mean, r.summary.ci_lo, r.summary.ci_hi
-            if m == key and ref then
+            if i == 1 and ref then
                 if c == ref then
                     row[#row + 1] = "(reference)"
                 else
                     row[#row + 1] = fmt_summary(r.diff, (fmts or {})[m])
                     rec.diff_mean, rec.diff_lo, rec.diff_hi = r.diff.mean, r.diff.ci_lo, r.diff.ci_hi
                 end
-                local f = M.compare(c, ref ~= c and ref or nil, m)
-                local sd, gap = f.floor_sd, f.floor_gap
-                if c == ref then
-                    local st = stats()
-                    local ys = values_of(ref, m)
-                    sd, gap = st.summary(ys).sd, st.mean_pair_gap(seed_list(ys))
-                end
-                row[#row + 1] = (sd and string.format("%.4f", sd) or "-") .. " / "
-                                .. (gap and string.format("%.4f", gap) or "-")
-                rec.floor_sd, rec.floor_gap = sd, gap
+                row[#row + 1] = (floor_sd and string.format("%.4f", floor_sd) or "-") .. " / "
+                                .. (floor_gap and string.format("%.4f", floor_gap) or "-")
+                rec.floor_sd, rec.floor_gap = floor_sd, floor_gap
             end
         end
         lines[#lines + 1] = "| " .. table.concat(row, " | ") .. " |"
@@ -335,8 +338,10 @@ function M.experiment(name, out, opts)
     for _, r in ipairs(csv_rows) do log:write(r) end
     log:close()
     os.rename(tmp, out .. "/table.csv")
-    print("\n" .. (opts.title or name) .. "\n")
-    print(md)
+    if not opts.quiet then
+        print("\n" .. (opts.title or name) .. "\n")
+        print(md)
+    end
     local figures = {}
     if opts.plot ~= false then
         figures = M.figures(col, out .. "/plots", {name = name, column = opts.column, ylabel = opts.ylabel})
@@ -344,7 +349,9 @@ function M.experiment(name, out, opts)
             local f = M.pareto(col, out .. "/plots", opts.pareto)
             if f then figures[#figures + 1] = f end
         end
-        for _, f in ipairs(figures) do print("figure: " .. f.png) end
+        if not opts.quiet then
+            for _, f in ipairs(figures) do print("figure: " .. f.png) end
+        end
     end
     return {col = col, md = md, figures = figures}
 end
@@ -452,7 +459,8 @@ function M.results(study, docs, opts)
             local claims = sec.claims
             local r = M.experiment(sec.name, dir, {metrics = sec.metrics, reference = sec.reference,
                                                    claims = claims, plot = opts.plot,
-                                                   pareto = sec.pareto, column = sec.column})
+                                                   pareto = sec.pareto, column = sec.column,
+                                                   quiet = opts.quiet})
             out[#out + 1] = "## " .. sec.title
             out[#out + 1] = ""
             out[#out + 1] = sec.intro
@@ -469,7 +477,7 @@ function M.results(study, docs, opts)
         end
     end
     runinfo.write_atomic(docs .. "/results.md", table.concat(out, "\n") .. "\n")
-    print("wrote " .. docs .. "/results.md")
+    if not opts.quiet then print("wrote " .. docs .. "/results.md") end
 end
 
 local function main(args)
