@@ -8,7 +8,7 @@
 -- Basis sets, per corpus source: importance-sampling histograms of documents held out of the
 -- store (the plan's "basis" role), assigned with the store's own embedder and centroids
 -- (store:histogram); each basis's held-out loss is measured on other documents the store
--- never saw (the "generic_heldout" role). N = the sources; N + 1 = those plus the specific
+-- never saw (the "basis_heldout" role). N = the sources; N + 1 = those plus the specific
 -- set's own histogram.
 -- Specific sets (--specific): MMLU_a (half of every subject's test questions) and MMLU_dev (the
 -- 285 dev questions: the sparse-histogram regime), rendered with their answers. MMLU_a / MMLU_b
@@ -23,11 +23,10 @@ local exp = require "dgalib.experiment"
 local data = require "dgalib.data"
 local args = require "dgalib.args"
 
--- The fixed step sizes, calibrated by experiments/calibrate_eta.lua (docs/calibrate_eta.csv):
--- ETA for DGA over the k domains (the lowdata calibration: same model, same raw alignments);
--- distribution reweighting aligns N mixtures instead of k clusters with the same gradient
--- scale, so it keeps the same constant.
-local ETA = 30
+-- The fixed step size: eta = 3, calibrated by experiments/calibrate_eta.lua on lowdata's quick
+-- model (docs/calibrate_eta.csv; the sweep's result is in lowdata.lua). Distribution
+-- reweighting aligns N mixtures with the same gradient scale, so it keeps the same constant.
+local ETA = 3
 
 local p = C.parser("mmlu_dist.lua", "DGA distribution reweighting towards MMLU (the paper's section 3.2).",
                    "runs/mmlu_dist")
@@ -80,7 +79,8 @@ local function setup()
     local splits = require "dgalib.splits"
     local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {},
                              specific_heldout_docs = 0, basis_docs = preset.basis_docs,
-                             generic_heldout_docs = a.quick and 3 or 6, max_mb = preset.max_mb}
+                             basis_heldout_docs = a.quick and 3 or 6, generic_heldout_docs = 2,
+                             max_mb = preset.max_mb}
     local store_dir = plan:store{levels = levels, seq_len = preset.seq_len, vocab = preset.vocab,
                                  cache = a.cache}
     local store = dga.store_open(store_dir)
@@ -100,13 +100,14 @@ local function setup()
         local texts = rendered(qs)
         spec[which] = {questions = #qs, texts = texts, train = C.seqs(tok, texts, L)}
     end
-    local heldout = {mmlu_b = eval_seqs, mmlu_b_sample = spec_heldout}
+    local heldout = {mmlu_b = eval_seqs, mmlu_b_sample = spec_heldout,
+                     generic = plan:interleaved_seqs("generic_heldout", tok, L, 4, plan:sources())}
     local inputs = {store = splits.store_seqs(store)}
     for which, s in pairs(spec) do inputs["specific_train " .. which] = s.train end
     local sources = {}
     for _, d in ipairs(plan:sources()) do
         local bt = plan:texts(d, "basis")
-        local held = C.seqs(tok, plan:texts(d, "generic_heldout"), L, preset.basis_heldout)
+        local held = C.seqs(tok, plan:texts(d, "basis_heldout"), L, preset.basis_heldout)
         if #bt > 0 and held then
             sources[#sources + 1] = {name = d, texts = bt, heldout = held}
             heldout["basis_heldout " .. d] = held
@@ -114,8 +115,10 @@ local function setup()
             if bs then inputs["basis " .. d] = bs end
         end
     end
-    splits.check_disjoint{heldout = heldout, inputs = inputs}
-    D = {plan = plan, store_dir = store_dir, store = store, tok = tok, spec = spec,
+    local kept = C.check_leaks(heldout, inputs, tok)
+    eval_seqs, spec_heldout = kept.mmlu_b, kept.mmlu_b_sample
+    for _, src in ipairs(sources) do src.heldout = kept["basis_heldout " .. src.name] end
+    D = {generic = kept.generic, plan = plan, store_dir = store_dir, store = store, tok = tok, spec = spec,
          spec_heldout = spec_heldout, eval_seqs = eval_seqs, q_score = every_mth(q_final, a.score or preset.score),
          sources = sources, hist = {}, n_eval = #q_final, n_b = #q_eval}
     return D
@@ -210,7 +213,7 @@ sweep.run{
         local cfg = exp.run_config(a, preset, steps, cell.id, {
             store = {dir = d.store_dir, level = cell.level},
             specific = {train = d.spec[cell.which].train, heldout = d.spec_heldout},
-            generic_heldout = nil, basis = b, dist = dist or nil,
+            generic_heldout = d.generic, basis = b, dist = dist or nil,
             is_histogram = is_hist, policy = pol,
         })
         local m, s = C.train(cfg, seed, dir, a, topts)

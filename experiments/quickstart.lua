@@ -12,7 +12,8 @@ local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 local exp = require "dgalib.experiment"
 local data = require "dgalib.data"
 
-local ETA = 30
+-- eta = 3: calibrated by experiments/calibrate_eta.lua (docs/calibrate_eta.csv; see lowdata.lua).
+local ETA = 3
 
 local p = C.parser("quickstart.lua", "Uniform mixing vs DGA on the default corpus (minutes).", "runs/quickstart")
 p:option("--target", "Corpus domain used as the specific set (excluded from the generic pool).",
@@ -47,14 +48,11 @@ local function setup()
     local train = C.seqs(tok, plan:texts(a.target, "specific_train"), L, preset.spec_train)
     local held = C.seqs(tok, plan:texts(a.target, "specific_heldout"), L, preset.spec_heldout)
     if not (train and held) then error("quickstart: target " .. a.target .. " has too little text", 0) end
-    local gen = {}
-    for _, d in ipairs(plan:sources()) do
-        local s = C.seqs(tok, plan:texts(d, "generic_heldout"), L, 8)
-        if s then gen[#gen + 1] = s end
-    end
-    local generic = C.cat(gen)
-    splits.check_disjoint{heldout = {specific = held, generic = generic},
-                          inputs = {specific_train = train, store = splits.store_seqs(store)}}
+    local kept = C.check_leaks({specific = held, generic = plan:interleaved_seqs("generic_heldout", tok, L, 8,
+                                                                                 plan:sources())},
+                               {specific_train = train, store = splits.store_seqs(store)}, tok)
+    held = kept.specific
+    local generic = kept.generic
     D = {store_dir = store_dir, train = train, held = held, generic = generic}
     return D
 end

@@ -20,9 +20,10 @@ local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 local exp = require "dgalib.experiment"
 local data = require "dgalib.data"
 
--- Calibrated by experiments/calibrate_eta.lua for the lowdata model (docs/calibrate_eta.csv);
--- the same raw-alignment scale holds here: same width, depth and normalisation.
-local ETA = 30
+-- The fixed DGA step size: eta = 3, calibrated by experiments/calibrate_eta.lua on lowdata's
+-- quick model (docs/calibrate_eta.csv; the sweep's result is in lowdata.lua). Same depth,
+-- same raw-alignment normalisation.
+local ETA = 3
 
 local p = C.parser("recover.lua", "DGA recovers a known target mixture (Theorem 1).", "runs/recover")
 p:option("--mix", "Proportions of the two source domains in the specific set.", "0.7,0.3")
@@ -101,12 +102,7 @@ local function setup()
     end
     local n_held = math.max(8, n // 5)
     local spec_train, spec_heldout = seqs:narrow(1, n - n_held):clone(), seqs:narrow(n - n_held + 1, n_held):clone()
-    local gen = {}
-    for _, dname in ipairs(data.corpus_domains(corpus)) do
-        local s = C.seqs(tok, plan:texts(dname, "generic_heldout"), L, 8)
-        if s then gen[#gen + 1] = s end
-    end
-    local generic = C.cat(gen)
+    local generic = plan:interleaved_seqs("generic_heldout", tok, L, 8, plan:sources())
     -- What can be sampled: the first budget[d] sequences of every domain.
     local total = 0
     for d = 1, k do total = total + budget[d] end
@@ -118,8 +114,9 @@ local function setup()
             r = r + 1
         end
     end
-    splits.check_disjoint{heldout = {specific = spec_heldout, generic = generic},
-                          inputs = {specific_train = spec_train, sampled_store = sampled}}
+    local kept = C.check_leaks({specific = spec_heldout, generic = generic},
+                               {specific_train = spec_train, sampled_store = sampled}, tok)
+    spec_heldout, generic = kept.specific, kept.generic
     local target, natural = {}, {}
     for d = 1, k do target[d], natural[d] = 0, budget[d] / total end
     target[pair[1]], target[pair[2]] = mix[1], mix[2]
@@ -204,7 +201,8 @@ if best then
             return xs
         end)())))
     lines[#lines + 1] = ""
-    lines[#lines + 1] = "| DGA cell | share of the first domain (final) | planted | best static | |share - planted| | |share - best static| |"
+    lines[#lines + 1] = "| DGA cell | share of the first domain (final) | planted | best static "
+                        .. "| |share - planted| | |share - best static| |"
     lines[#lines + 1] = "|---|---|---|---|---|---|"
     for _, id in ipairs(col.order) do
         local c = col.cells[id]

@@ -44,7 +44,8 @@ for _, name in ipairs(EXPERIMENTS) do
     if not only or only[name] then
         local cmd = {exe, here .. "/" .. name .. ".lua", "--out", a.out .. "/" .. name, "--seeds", a.seeds,
                      "--data-seed", a.data_seed, "--jobs", a.jobs, "--threads", a.threads, "--no-plot"}
-        if a.quick then cmd[#cmd + 1] = "--quick" end
+        -- quickstart is the short demo: its small configuration in the study too.
+        if a.quick or name == "quickstart" then cmd[#cmd + 1] = "--quick" end
         if a.cache then cmd[#cmd + 1] = "--cache"; cmd[#cmd + 1] = a.cache end
         if a.corpus then cmd[#cmd + 1] = "--corpus"; cmd[#cmd + 1] = a.corpus end
         local parts = {}
