@@ -61,7 +61,9 @@ for _, name in ipairs(EXPERIMENTS) do
 end
 if not a.no_report then
     local report = require "report"
-    report.results(a.out, a.docs or (a.quick and (a.out .. "/docs") or "docs"), {plot = true})
+    report.results(a.out, a.docs or (a.quick and (a.out .. "/docs") or "docs"),
+                   {plot = true, note = a.quick and "A --quick smoke run: small models, short runs; its numbers "
+                                                    .. "exercise the pipeline and support no finding." or nil})
 end
 io.stderr:write(string.format("== study: %.0f s in all\n", runinfo.now() - t_all))
 if #failed > 0 then
