@@ -21,6 +21,8 @@
  *                   embedder="hash384", save_embeddings=false, verbose=false}
  *       -> out, stats (the text readers' counters: skipped = malformed lines, messages =
  *          the first "file:line: reason"s; see dga.read_texts)
+ *     docs = {[source] = {doc, ...}} (optional): only these sources, and of each only these
+ *          documents (1-based, in dga.read_texts order), enter the store and its tokenizer
  *   dga.embed(texts [, store]) -> float32 [n, dim] (without a store: idf fitted on texts)
  *   dga.kmeans(points, k, {seed=0, iters=25, spherical=false, seed_sample=0})
  *       -> centroids float32 [k', d], assignment int32 [n] (1-based); k' <= k
@@ -380,57 +382,6 @@ static int l_manifest(lua_State *L)
     return 1;
 }
 
-/* ------------------------------------------------------------------ functions */
-
-static lua_Number opt_number(lua_State *L, int t, const char *key, lua_Number dflt)
-{
-    lua_Number v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) {
-        if (!lua_isnumber(L, -1))
-            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected a number", key,
-                                                luaL_typename(L, -1)));
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static lua_Integer opt_int(lua_State *L, int t, const char *key, lua_Integer dflt)
-{
-    lua_Integer v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected an integer", key,
-                                                luaL_typename(L, -1)));
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-/* A string field; the string stays anchored in the options table. */
-static const char *opt_string(lua_State *L, int t, const char *key, const char *dflt)
-{
-    const char *v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected a string", key,
-                                                luaL_typename(L, -1)));
-        v = lua_tostring(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static int opt_bool(lua_State *L, int t, const char *key, int dflt)
-{
-    int v = dflt;
-    if (lua_getfield(L, t, key) != LUA_TNIL) v = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -480,6 +431,57 @@ static int check_doc_filter(lua_State *L, int t, dga_store_doc_filter **out)
     }
     *out = f;
     return n;
+}
+
+/* ------------------------------------------------------------------ functions */
+
+static lua_Number opt_number(lua_State *L, int t, const char *key, lua_Number dflt)
+{
+    lua_Number v = dflt;
+    if (lua_getfield(L, t, key) != LUA_TNIL) {
+        if (!lua_isnumber(L, -1))
+            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected a number", key,
+                                                luaL_typename(L, -1)));
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static lua_Integer opt_int(lua_State *L, int t, const char *key, lua_Integer dflt)
+{
+    lua_Integer v = dflt;
+    if (lua_getfield(L, t, key) != LUA_TNIL) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected an integer", key,
+                                                luaL_typename(L, -1)));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* A string field; the string stays anchored in the options table. */
+static const char *opt_string(lua_State *L, int t, const char *key, const char *dflt)
+{
+    const char *v = dflt;
+    if (lua_getfield(L, t, key) != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_argerror(L, t, lua_pushfstring(L, "field '%s' is a %s, expected a string", key,
+                                                luaL_typename(L, -1)));
+        v = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *key, int dflt)
+{
+    int v = dflt;
+    if (lua_getfield(L, t, key) != LUA_TNIL) v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
 }
 
 static int l_store_build(lua_State *L)

@@ -172,8 +172,8 @@ static dga_status walk_source(const char *path, const dga_store_doc_filter *filt
         if (limit && *bytes >= limit) { limited = 1; break; }
     }
     if (st == DGA_OK && filter && !limited && next < filter->n)
-        st = dga_fail(DGA_ERR_INVALID, "store_build: filter of %s names document %lld, but the "
-                      "source has only %zu documents", path, (long long)filter->docs[next],
+        st = dga_fail(DGA_ERR_INVALID, "store_build: filter of %s names document index %lld "
+                      "(0-based), but the source has only %zu documents", path, (long long)filter->docs[next],
                       dga_text_reader_stats(r)->docs);
     if (stats) dga_text_stats_add(stats, dga_text_reader_stats(r));
     dga_text_close(r);

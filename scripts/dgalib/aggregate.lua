@@ -126,9 +126,34 @@ end
 
 local function fmt(v, f) return v == nil and "" or string.format(f or "%.4f", v) end
 
+-- Columns padded by characters, not bytes ("±" is two bytes in UTF-8); the first column is
+-- left-aligned, the others right-aligned.
+local function format_table(head, body)
+    local width = {}
+    local function len(v) return utf8.len(v) or #v end
+    for j, v in ipairs(head) do width[j] = len(v) end
+    for _, r in ipairs(body) do
+        for j, v in ipairs(r) do width[j] = math.max(width[j], len(v)) end
+    end
+    local lines = {}
+    local function line(vals)
+        local parts = {}
+        for j, v in ipairs(vals) do
+            local pad = string.rep(" ", width[j] - len(v))
+            parts[j] = j == 1 and (v .. pad) or (pad .. v)
+        end
+        lines[#lines + 1] = table.concat(parts, "  ")
+    end
+    line(head)
+    local rule = {}
+    for j = 1, #head do rule[j] = string.rep("-", width[j]) end
+    lines[#lines + 1] = table.concat(rule, "  ")
+    for _, r in ipairs(body) do line(r) end
+    return table.concat(lines, "\n")
+end
+
 -- The printed table of one metric.
 local function metric_table(rows, metric)
-    local exp = require "dgalib.experiment"
     local t = {}
     for _, r in ipairs(rows) do
         if r.metric == metric then
@@ -137,16 +162,14 @@ local function metric_table(rows, metric)
                 d = r.diff_n == 1 and string.format("%+.4f (n=1)", r.diff_mean)
                     or string.format("%+.4f ± %.4f (n=%d)", r.diff_mean, r.diff_ci_hi - r.diff_mean, r.diff_n)
             end
-            t[#t + 1] = {cell = r.cell,
-                         value = stats.format(r, "%.4f"),
-                         diff = d or (r.reference == r.cell and "reference" or "-"),
-                         ref_sd = r.ref_sd and fmt(r.ref_sd) or (r.ref_n == 1 and "n=1" or "-"),
-                         ref_gap = r.ref_gap and fmt(r.ref_gap) or (r.ref_n == 1 and "n=1" or "-")}
+            t[#t + 1] = {r.cell, stats.format(r, "%.4f"),
+                         d or (r.reference == r.cell and "reference" or "-"),
+                         r.ref_sd and fmt(r.ref_sd) or (r.ref_n == 1 and "n=1" or "-"),
+                         r.ref_gap and fmt(r.ref_gap) or (r.ref_n == 1 and "n=1" or "-")}
         end
     end
-    return exp.format_table(t, {{"cell", "%s"}, {"value", "%s", "mean ± 95% CI"},
-                                {"diff", "%s", "minus reference ± 95% CI"},
-                                {"ref_sd", "%s", "ref sd"}, {"ref_gap", "%s", "ref mean gap"}})
+    return format_table({"cell", "mean ± 95% CI", "minus reference ± 95% CI", "ref sd",
+                         "ref mean gap"}, t)
 end
 
 function M.run(o)
@@ -155,13 +178,17 @@ function M.run(o)
     if #list == 0 then error("aggregate: no summary.json under " .. o.out, 0) end
     local cells, ids = collect(list, o.group_of)
 
-    local metrics = o.metrics
-    if not metrics then
-        local set = {}
-        for _, c in pairs(cells) do for name in pairs(c.values) do set[name] = true end end
-        metrics = {}
-        for name in pairs(set) do metrics[#metrics + 1] = name end
-        table.sort(metrics)
+    local have = {}
+    for _, c in pairs(cells) do for name in pairs(c.values) do have[name] = true end end
+    local all = {}
+    for name in pairs(have) do all[#all + 1] = name end
+    table.sort(all)
+    local metrics = o.metrics or all
+    for _, m in ipairs(metrics) do
+        if not have[m] then
+            error(string.format("aggregate: no summary under %s has the metric '%s' (metrics: %s)",
+                                o.out, tostring(m), table.concat(all, ", ")), 0)
+        end
     end
 
     -- The reference of each group.

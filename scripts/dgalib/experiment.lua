@@ -20,6 +20,7 @@ end
 
 -- A corpus directory holding only some domains (symlinks into the real corpus), so a store
 -- can be built without the specific domain: its text is then never in the generic pool.
+-- Superseded by dgalib.splits (a plan's store leaves out whole documents, targets included).
 function M.corpus_subset(corpus, exclude, cache)
     local data = require "dgalib.data"
     local skip = {}
@@ -97,7 +98,8 @@ function M.text_seqs(tok, texts, seq_len, max_seqs)
     return out
 end
 
--- The texts of one corpus domain (at most max_docs documents).
+-- The texts of one corpus domain (at most max_docs documents). For texts of a split, use
+-- dgalib.splits (plan:texts).
 function M.domain_texts(corpus, domain, max_docs)
     local texts = dga.read_texts(corpus .. "/" .. domain, max_docs)
     if #texts == 0 then error("corpus domain " .. domain .. " has no documents", 2) end
@@ -105,6 +107,8 @@ function M.domain_texts(corpus, domain, max_docs)
 end
 
 -- First rows as the training part, the last n_heldout rows as held-out (views).
+-- Deprecated: the two parts continue one another's documents. Split by document with
+-- dgalib.splits (specific_train / specific_heldout) instead; kept until no experiment uses it.
 function M.split(seqs, n_heldout)
     local n = seqs:shape()[1]
     if n < 2 then error("split: need at least 2 sequences", 2) end
@@ -173,9 +177,13 @@ function M.add_common_options(p, defaults)
     p:option("--corpus", "Corpus directory (<domain>/*.jsonl); default: data/corpus or ../shared/data/corpus.")
     p:option("--cache", "Directory for cached stores (default: <repo>/runs/cache).")
     p:option("--steps", "Training steps per run (overrides the preset)."):convert(args.int(1))
-    -- No default here: dgalib.sweep's --seeds takes it as an alias, and refuses both.
+    -- No argparse default: dgalib.sweep's --seeds takes --seed as an alias and refuses both,
+    -- which a default value would trip. The action below gives 1 when neither is used.
     p:option("--seed", "One training seed (model init, sampling, probes): the same as "
              .. "--seeds N with dgalib.sweep. Default: 1."):convert(args.int(0))
+    p:action(function(a)
+        if a.seed == nil and a.seeds == nil then a.seed = 1 end
+    end)
     p:option("--threads", "OpenBLAS threads."):convert(args.int(1))
     p:flag("--resume", "Continue runs that have a checkpoint in --out instead of restarting them.")
     p:flag("--no-plot", "Do not draw figures.")

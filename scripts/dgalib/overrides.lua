@@ -37,7 +37,8 @@ local CHOICES = {
 -- Fields a sweep sets itself (apply's `reserved` argument): --set must not move a run out
 -- of its directory or give every seed the same training seed.
 M.SWEEP_RESERVED = {run_dir = "the sweep names each run's directory (use --out)",
-                    seed = "the sweep sets each run's seed (use --seeds)"}
+                    seed = "the sweep sets each run's seed (use --seeds)",
+                    ["policy.name"] = "each cell runs its own policy (use --policy)"}
 
 local function usage_error(msg)
     return setmetatable({usage = true, msg = msg}, {__tostring = function(e) return e.msg end})

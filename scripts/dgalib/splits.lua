@@ -18,24 +18,51 @@
 --   plan:store{levels = {64, 64}, seq_len =, vocab =, cache =, embedder =}  -> store directory
 --   plan:describe()              -- documents and bytes per domain and role (plain table)
 --   plan:summary()               -- the same as text
+--   plan:forget()                -- drops the texts it holds (roles stay); later texts are re-read
 --   splits.check_disjoint{heldout = {name = seqs_or_texts, ...},
 --                         inputs = {name = seqs_or_texts, ...}, tok =, seq_len =}
 --   splits.store_seqs(store_or_dir)  -- every sequence of a store, int32 [n, seq_len]
+--   splits.check_docs_disjoint{heldout = {name = texts}, inputs = {name = texts}}  -- whole texts
+--   splits.histogram(store, level, tok, seqs)   -- IS histogram, rows embedded as the store's
+--   splits.assign(store, level, tok, seqs)      -- each row's nearest store domain
+--   plan:basis_sets(store, {tok =, seq_len =, level =})  -- basis sets from held-out documents
+--   splits.mmlu_splits(mm, seed)     -- MMLU a / b / dev, b without a's or dev's questions
 --   splits.decontaminate{heldout = {name = int32 [n, L]}, inputs = {...}, tok =}
 --
 -- Roles. A target domain's documents are `specific_heldout` (the first
 -- specific_heldout_docs of its shuffled order) or `specific_train` (the rest). Any other
 -- domain's are `basis` (the first basis_docs), `basis_heldout` (the next basis_heldout_docs),
--- `generic_heldout` (the next generic_heldout_docs), `store` (the next ones, until max_mb MB of
--- text: the document that crosses the cap is the last) or `unused` (past the cap). Counts may be numbers or tables
--- {[domain] = n} (missing domains: 0).
+-- `generic_heldout` (the next generic_heldout_docs), `store` (the next ones, until max_mb MB
+-- of text: the document that crosses the cap is the last) or `unused` (past the cap). Counts
+-- may be numbers or tables {[domain] = n} (missing domains: 0).
 -- The order is a shuffle seeded by (data_seed, domain) alone, so a document's role depends on
 -- data_seed, the domain and the document, never on the training seed or on other domains.
 -- The store of a plan is built from exactly its `store` documents (a document filter in the
 -- core build: the others are read past, never tokenised, and the tokenizer never sees them);
 -- data_seed also seeds its clustering. Its cache key holds every option and a fingerprint of
 -- the document list.
--- MMLU is not planned here: its question-level splits (a, b, dev) are already disjoint.
+--
+-- Beyond the brief's API: the roles `basis_heldout` (a basis' held-out loss on documents its
+-- histogram did not use) and `unused`; the `domains` option; decontaminate (the corpus repeats
+-- text across documents: licence headers, boilerplate, so a few held-out rows match training
+-- rows although no document is shared); check_docs_disjoint and mmlu_splits for MMLU, whose
+-- documents are questions and whose rows share the prompt template.
+--
+-- Recipes (tests/lua/splits_spec.lua runs each on small real data):
+--   specific = a corpus domain (lowdata, quickstart): targets = {T}; specific train and
+--     held-out rows from plan:seqs(T, "specific_train" / "specific_heldout"); the IS histogram
+--     from the training rows (splits.histogram); generic held-out =
+--     plan:interleaved_seqs("generic_heldout", ...), given to the trainer as generic_heldout
+--     (it then holds nothing out of the store itself).
+--   distribution reweighting (mmlu_dist): no target; plan:basis_sets for the basis columns;
+--     splits.mmlu_splits for the specific (a) and evaluation (b) questions.
+--   a known mixture of store domains (recover): rows of documents outside the store, labelled
+--     with their store domain by splits.assign; training and held-out rows from different
+--     roles, so from different documents.
+--   Then, before training: decontaminate the held-out sets against the inputs (the store's
+--     sequences, the specific training rows, the texts histograms are computed from) and run
+--     check_disjoint on the result; MMLU_b questions against MMLU_a and dev with
+--     check_docs_disjoint, MMLU_b rows against the corpus inputs with check_disjoint.
 local runinfo = require "dgalib.runinfo"
 
 local M = {}
@@ -191,9 +218,32 @@ function Plan:_domain(domain)
             else take(i, "unused") end
         end
     end
-    st = {texts = texts, order = order, role = role, by_role = by_role}
+    local lens = {}
+    for i = 1, n do lens[i] = #texts[i] end
+    st = {texts = texts, lens = lens, order = order, role = role, by_role = by_role}
     self.by_domain[domain] = st
     return st
+end
+
+-- A domain's texts in reading order, read again if forget() dropped them.
+function Plan:_texts(domain)
+    local st = self:_domain(domain)
+    if not st.texts then
+        local texts = dga.read_texts(self.corpus .. "/" .. domain)
+        if #texts ~= #st.lens then
+            error(string.format("splits: %s now has %d documents, the plan was made with %d", domain,
+                                #texts, #st.lens), 3)
+        end
+        st.texts = texts
+    end
+    return st.texts
+end
+
+-- Drops the texts the plan holds (all the domains it has read: up to the whole corpus), keeping
+-- every role: call it once the sets are made, before training. Texts asked for later are read
+-- again.
+function Plan:forget()
+    for _, st in pairs(self.by_domain) do st.texts = nil end
 end
 
 local function check_role(r)
@@ -214,7 +264,8 @@ function Plan:texts(domain, r)
     check_role(r)
     local st = self:_domain(domain)
     local out = {}
-    for i, doc in ipairs(st.by_role[r]) do out[i] = st.texts[doc] end
+    local texts = self:_texts(domain)
+    for i, doc in ipairs(st.by_role[r]) do out[i] = texts[doc] end
     return out
 end
 
@@ -223,7 +274,7 @@ function Plan:role(domain, doc)
     local st = self:_domain(domain)
     local r = st.role[doc]
     if not r then
-        error(string.format("splits: %s has %d documents, no document %s", domain, #st.texts,
+        error(string.format("splits: %s has %d documents, no document %s", domain, #st.lens,
                             tostring(doc)), 2)
     end
     return r
@@ -269,11 +320,13 @@ function Plan:interleaved_seqs(r, tok, seq_len, per_domain, domains)
     return out, per
 end
 
--- {data_seed, targets, max_mb, domains = {[d] = {[role] = {docs =, bytes =}}}, rows = {{domain,
--- role, docs, bytes}, ...}} for the run's config and the report. Reads every domain.
+-- {data_seed, targets, max_mb, store_fingerprint, domains = {[d] = {[role] = {docs =, bytes =}}},
+-- rows = {{domain, role, docs, bytes}, ...}} for the run's config and the report. Reads every
+-- domain.
 function Plan:describe()
     local out = {data_seed = self.data_seed, targets = {table.unpack(self.targets)},
                  max_mb = self.max_mb, domains = {}, rows = {}}
+    if #self:sources() > 0 then out.store_fingerprint = select(2, self:store_filter()) end
     for _, d in ipairs(self.domain_list) do
         local st = self:_domain(d)
         out.domains[d] = {}
@@ -281,7 +334,7 @@ function Plan:describe()
             local list = st.by_role[r]
             if #list > 0 then
                 local bytes = 0
-                for _, doc in ipairs(list) do bytes = bytes + #st.texts[doc] end
+                for _, doc in ipairs(list) do bytes = bytes + st.lens[doc] end
                 out.domains[d][r] = {docs = #list, bytes = bytes}
                 out.rows[#out.rows + 1] = {domain = d, role = r, docs = #list, bytes = bytes}
             end
@@ -321,7 +374,7 @@ function Plan:store_filter()
         local docs = {table.unpack(st.by_role.store)}
         table.sort(docs)
         filter[d] = docs
-        h = fnv1a(d .. ":" .. #st.texts .. ":", h)
+        h = fnv1a(d .. ":" .. #st.lens .. ":", h)
         for _, doc in ipairs(docs) do h = fnv1a(tostring(doc) .. ",", h) end
     end
     if next(filter) == nil then error("splits: the plan has no store domain (every domain is a target)", 2) end
@@ -357,13 +410,109 @@ function Plan:store(o)
                                       .. "(levels %s, seq_len %d, vocab %d)\n", dir, self.corpus,
                                       table.concat(levels, ","), o.seq_len or 129, o.vocab or 8192))
     end
+    -- Every document of every corpus domain: a plain build, as a store of the whole corpus is.
+    local whole = #self.targets == 0 and #self.domain_list == #require("dgalib.data").corpus_domains(self.corpus)
+    for _, d in ipairs(self.domain_list) do
+        whole = whole and #filter[d] == #self:_domain(d).lens
+    end
     local t0 = runinfo.now()
-    dga.store_build{corpus = self.corpus, out = dir, docs = filter, levels = levels,
+    dga.store_build{corpus = self.corpus, out = dir, docs = not whole and filter or nil, levels = levels,
                     seq_len = o.seq_len, vocab = o.vocab, train_mb = o.train_mb,
                     embedder = o.embedder, iters = o.iters, seed = self.data_seed,
                     verbose = not o.quiet}
     if not o.quiet then io.stderr:write(string.format("store built in %.1f s\n", runinfo.now() - t0)) end
     return dir
+end
+
+-- ---------------------------------------------------------------- histograms, basis sets
+
+-- One text per row of an int32 [n, L] tensor, as the store embedded its own sequences: the
+-- pieces between <|endoftext|> tokens decoded and joined with a blank line.
+function M.row_texts(tok, seqs)
+    local eot, L = tok:eot(), seqs:shape()[2]
+    local out = {}
+    local n = seqs:shape()[1]
+    for r = 1, n do
+        local row = seqs:narrow(r, 1):totable()[1]
+        local pieces, cur = {}, {}
+        for j = 1, L do
+            if row[j] == eot then
+                if #cur > 0 then pieces[#pieces + 1] = tok:decode(cur) end
+                cur = {}
+            else cur[#cur + 1] = row[j] end
+        end
+        if #cur > 0 then pieces[#pieces + 1] = tok:decode(cur) end
+        out[r] = table.concat(pieces, "\n\n")
+    end
+    return out
+end
+
+-- The importance-sampling histogram of a set of rows over the k domains of `level`: each row
+-- embedded and assigned as the store's own sequences were (so a source's histogram is
+-- comparable with where its sequences landed in the store). Rows without a word are skipped.
+function M.histogram(store, level, tok, seqs)
+    return store:histogram(M.row_texts(tok, seqs), level)
+end
+
+-- The domain (1-based, at `level`) each row of seqs would have landed in had the store held it:
+-- its nearest centroid, the row embedded as the store's own sequences were. Lets a specific set
+-- be drawn "from store domain d" out of documents the store never saw.
+function M.assign(store, level, tok, seqs)
+    local out = {}
+    for r, text in ipairs(M.row_texts(tok, seqs)) do
+        local ids = store:nearest(text, level, 1)
+        out[r] = ids[1]
+    end
+    return out
+end
+
+-- The basis sets of distribution reweighting, one per store source, from documents the store
+-- never saw: histogram = the IS histogram (M.histogram) of the source's `basis` documents,
+-- heldout = rows of its `heldout_role` documents (default "basis_heldout"; none when the plan
+-- gives that role no documents).
+--   o: tok, seq_len, level, histogram_seqs (rows per histogram, default all),
+--      heldout_seqs (rows per held-out set, default 64), heldout_role
+-- Returns the list {name =, histogram =, heldout =} in source order.
+function Plan:basis_sets(store, o)
+    if not (o and o.tok and o.seq_len and o.level) then
+        error("splits: basis_sets needs {tok =, seq_len =, level =}", 2)
+    end
+    local role = o.heldout_role or "basis_heldout"
+    check_role(role)
+    local out = {}
+    for _, d in ipairs(self:sources()) do
+        if #self:_domain(d).by_role.basis == 0 then
+            error(string.format("splits: basis_sets: %s has no 'basis' documents (basis_docs)", d), 2)
+        end
+        local b = {name = d}
+        b.histogram = M.histogram(store, o.level, o.tok,
+                                  self:seqs(d, "basis", o.tok, o.seq_len, o.histogram_seqs))
+        if #self:_domain(d).by_role[role] > 0 then
+            b.heldout = self:seqs(d, role, o.tok, o.seq_len, o.heldout_seqs or 64)
+        end
+        out[#out + 1] = b
+    end
+    return out
+end
+
+-- ---------------------------------------------------------------- MMLU
+
+-- The paper's MMLU splits with questions as documents: a and b (seeded halves of every
+-- subject's test questions, dga's mm:split) and dev. MMLU repeats some questions word for
+-- word; b drops those whose rendered text (with the answer) is also in a or dev, so no
+-- evaluation question is a training or few-shot question. Returns {a =, b =, dev =,
+-- b_dropped = n}.
+function M.mmlu_splits(mm, seed)
+    local function key(q) return dga.mmlu_render(q, {with_answer = true}) end
+    local a, dev = mm:split("a", seed), mm:split("dev")
+    local seen = {}
+    for _, q in ipairs(a) do seen[key(q)] = true end
+    for _, q in ipairs(dev) do seen[key(q)] = true end
+    local b, dropped = {}, 0
+    for _, q in ipairs(mm:split("b", seed)) do
+        if seen[key(q)] then dropped = dropped + 1 else b[#b + 1] = q end
+    end
+    return {a = a, b = b, dev = dev, b_dropped = dropped}
 end
 
 -- ---------------------------------------------------------------- the leakage check
@@ -555,6 +704,38 @@ function M.check_disjoint(o)
         error(msg, 2)
     end
     return {heldout_windows = nw, input_rows = nr}
+end
+
+-- The document-level check: raises an error naming the first held-out text that is also,
+-- whole, an input text (MMLU: questions are the documents; its rows share the prompt
+-- template, so the row check does not apply to them).
+--   o.heldout, o.inputs: {name = list of texts}
+function M.check_docs_disjoint(o)
+    if type(o) ~= "table" or type(o.heldout) ~= "table" or type(o.inputs) ~= "table" then
+        error("check_docs_disjoint: expected {heldout = {name = texts}, inputs = {name = texts}}", 2)
+    end
+    local where = {}
+    for _, name in ipairs(sorted_names(o.inputs)) do
+        for i, t in ipairs(o.inputs[name]) do
+            if type(t) ~= "string" then
+                error(string.format("check_docs_disjoint: input '%s'[%d] is a %s, expected a text",
+                                    tostring(name), i, type(t)), 2)
+            end
+            where[t] = where[t] or {name, i}
+        end
+    end
+    local n = 0
+    for _, name in ipairs(sorted_names(o.heldout)) do
+        for i, t in ipairs(o.heldout[name]) do
+            local w = where[t]
+            if w then
+                error(string.format("leak: held-out '%s' text %d is input '%s' text %d: %q...",
+                                    tostring(name), i, tostring(w[1]), w[2], t:sub(1, 60)), 2)
+            end
+            n = n + 1
+        end
+    end
+    return {heldout_texts = n}
 end
 
 -- Decontamination: drops the rows of held-out tensors (int32 [n, L], rows cut consecutively

@@ -61,21 +61,22 @@ function M.t_quantile(level, df)
     return 0.5 * (lo + hi)
 end
 
--- Values of a list (or of a map's values in key order), skipping nil.
+-- The values of a list, or of a map keyed by seed, in key order (numbers numerically). A map
+-- with gaps (seeds 1 and 3) is read whole: the length operator would see only part of it.
 local function values(xs)
+    local keys = {}
+    for key in pairs(xs) do keys[#keys + 1] = key end
+    table.sort(keys, function(a, b)
+        if type(a) == "number" and type(b) == "number" then return a < b end
+        return tostring(a) < tostring(b)
+    end)
     local out = {}
-    if #xs > 0 then
-        for i = 1, #xs do out[#out + 1] = xs[i] end
-    else
-        local keys = {}
-        for key in pairs(xs) do keys[#keys + 1] = key end
-        table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-        for _, key in ipairs(keys) do out[#out + 1] = xs[key] end
-    end
-    for i, v in ipairs(out) do
+    for i, key in ipairs(keys) do
+        local v = xs[key]
         if type(v) ~= "number" then
             error(string.format("stats: value %d is a %s, expected a number", i, type(v)), 3)
         end
+        out[i] = v
     end
     return out
 end

@@ -16,7 +16,7 @@
 --       local cfg = exp.run_config(a, preset, steps, cell.id, {run_dir = dir, seed = seed,
 --                                  policy = sweep.policy_config(cell.spec), ...})
 --       sweep.overrides(a, cfg)
---       local s = require("trainer").run(cfg, topts)
+--       local s = sweep.train(cfg, topts)
 --       return {specific_final = s.specific_loss, generic_final = s.generic_loss}
 --     end}
 --   require("dgalib.aggregate"){out = a.out, metrics = {"specific_final"}, reference = "natural"}
@@ -37,9 +37,12 @@
 -- exists there; it is written atomically after run_cell returns and holds the metrics, the
 -- cell id and fields, the seed, the data seed, the command and its key (the command without
 -- the options that choose which pairs run or where: --seeds, --seed, --jobs, --cell,
--- --policy, --out, --cache, --resume, --overwrite, --no-plot). A finished pair whose key
--- differs from the current command's is refused (its numbers would come from another
--- configuration): use --overwrite or another --out. An unfinished pair whose directory
+-- --policy, --out, --cache, --resume, --overwrite, --no-plot, and the script's own
+-- options listed in sweep.run's `key_ignore`, e.g. {["--verbose"] = "flag", ["--log"] =
+-- "value"}; option order does not matter). A finished pair whose key differs from the
+-- current command's is refused (its numbers would come from another configuration): use
+-- --overwrite or another --out. So is one whose cell changed (summary.json keeps the cell's
+-- fields as canonical JSON, policy options included). An unfinished pair whose directory
 -- holds a checkpoint resumes from it (topts.resume = true); one that holds a run but no
 -- checkpoint restarts (topts.overwrite = true). run_cell must pass topts to trainer.run.
 --
@@ -52,14 +55,27 @@
 -- its log's tail (or its error) and the sweep goes on; at the end sweep.run raises an error
 -- naming the failures, so the script exits non-zero.
 --
--- API notes for callers: run_cell receives a 4th argument, the trainer options topts, and
--- sweep.policy_config(spec) strips the `label` and `file` fields a policy spec carries.
+-- sweep.run's table: name, out, args (the parsed options), cells (a list of tables, each
+-- with a unique `id`, a relative path; `group` and other plain fields are kept in
+-- summary.json), run_cell(cell, seed, dir, topts) -> metrics; optional: known (the
+-- experiment's extra --set keys, as for sweep.overrides: the keys are then checked before
+-- anything runs), key_ignore (see above), prepare (a function called once before the
+-- first pair runs, in the parent with --jobs: build shared caches there when run_cell
+-- builds its data lazily), argv (default: the global arg), quiet.
+--
+-- Additions to the planned API (nothing in it changed): run_cell receives a 4th argument,
+-- the trainer options topts;
+-- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
+-- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
+-- strips the `label` field a policy spec carries.
 local runinfo = require "dgalib.runinfo"
 local json = require "dgalib.json"
 local overrides = require "dgalib.overrides"
 local progress = require "dgalib.progress"
 
 local M = {}
+
+local display_command
 
 -- ---- options -------------------------------------------------------------------------
 
@@ -68,41 +84,44 @@ function M.parse_seeds(s)
     local out, seen = {}, {}
     for tok in tostring(s):gmatch("[^,%s]+") do
         local lo, hi = tok:match("^(%d+)%-(%d+)$")
-        lo, hi = tonumber(lo), tonumber(hi)
+        lo, hi = math.tointeger(tonumber(lo)), math.tointeger(tonumber(hi))
         if not lo then
             lo = math.tointeger(tonumber(tok))
             hi = lo
         end
-        if not lo or lo < 0 or hi < lo then
+        if not lo or not hi or lo < 0 or hi < lo then
             return nil, string.format("'%s' is not a seed (integer >= 0) or a range a-b", tok)
         end
         if hi - lo > 10000 then return nil, string.format("'%s': range of more than 10000 seeds", tok) end
-        for v in (function() local i = lo - 1; return function() i = i + 1; if i <= hi then return i end end end)() do
+        for v = lo, hi do
             if seen[v] then return nil, string.format("seed %d is given twice", v) end
             seen[v] = true
-            out[#out + 1] = math.tointeger(v)
+            out[#out + 1] = v
         end
     end
     if #out == 0 then return nil, "no seed given" end
     return out
 end
 
-local function has_option(parser, name)
+-- The option element of `parser` with this name, or nil.
+local function find_option(parser, name)
     for _, o in ipairs(parser._options or {}) do
-        for _, n in ipairs(o._aliases or {}) do if n == name then return true end end
-        if o._name == name then return true end
+        for _, n in ipairs(o._aliases or {}) do if n == name then return o end end
+        if o._name == name then return o end
     end
-    return false
+    return nil
 end
 
 function M.add_options(p)
     local args = require "dgalib.args"
-    p:option("--seeds", "Training seeds, comma separated (ranges a-b too): each covers model "
-             .. "init, batch sampling and alignment probes. Default: 1.")
+    local seeds_opt = p:option("--seeds", "Training seeds, comma separated (ranges a-b too): each "
+                               .. "covers model init, batch sampling and alignment probes. Default: 1.")
         :convert(M.parse_seeds)
-    if not has_option(p, "--seed") then
-        p:option("--seed", "One training seed: the same as --seeds N."):convert(args.int(0))
+    local seed_opt = find_option(p, "--seed")
+    if not seed_opt then
+        seed_opt = p:option("--seed", "One training seed: the same as --seeds N."):convert(args.int(0))
     end
+    p:mutex(seeds_opt, seed_opt)
     p:option("--data-seed", "Seed of the data: store, clustering, splits, held-out sets and "
              .. "basis selection, the same for every training seed. Default: 1.", "1")
         :convert(args.int(0))
@@ -119,9 +138,6 @@ function M.add_options(p)
     p:option("--cell", "(internal, used by --jobs) Run only the cell with this id, then exit.")
     local prev = p._action
     p:action(function(a, ...)
-        if a.seeds and a.seed then
-            p:error("give --seeds or --seed, not both (--seed N is --seeds N)")
-        end
         a.seeds = a.seeds or {a.seed or 1}
         a.seed = a.seeds[1]
         a.policy = a.policy or {}
@@ -175,8 +191,7 @@ end
 -- The policy specs to run: each a trainer policy table plus `label` (the name of its run
 -- directory). Without --policy: default_list (labels default to the names). With it, each
 -- entry is one of
---   - a file (ends in .lua, or exists): {name = <absolute path>, label = <declared name>,
---     file = <absolute path>};
+--   - a file (ends in .lua, or is a path with a "/"): {name = <absolute path>, label = <declared name>};
 --   - a label of default_list: that entry (with its options);
 --   - a policy name: {name = NAME, label = NAME}.
 function M.policies(a, default_list)
@@ -192,9 +207,9 @@ function M.policies(a, default_list)
         local policies = require "policies"
         for _, entry in ipairs(chosen) do
             local s
-            if entry:match("%.lua$") or runinfo.is_file(entry) then
+            if entry:match("%.lua$") or (entry:find("/", 1, true) and runinfo.is_file(entry)) then
                 local path = abspath(entry)
-                s = {name = path, label = M.policy_file_name(path), file = path}
+                s = {name = path, label = M.policy_file_name(path)}
             else
                 for _, spec in ipairs(default_list or {}) do
                     if (spec.label or spec.name) == entry then s = copy(spec); s.label = entry end
@@ -224,11 +239,11 @@ function M.policies(a, default_list)
     return list
 end
 
--- The trainer's cfg.policy of a spec: the spec without `label` and `file`.
+-- The trainer's cfg.policy of a spec: the spec without `label`.
 function M.policy_config(spec)
     local out = {}
     for key, v in pairs(spec) do
-        if key ~= "label" and key ~= "file" then out[key] = v end
+        if key ~= "label" then out[key] = v end
     end
     return out
 end
@@ -237,6 +252,46 @@ end
 -- for the checks); extra_known: the experiment's own fields. Returns cfg.
 function M.overrides(a, cfg, extra_known)
     return overrides.apply(cfg, a.set or {}, extra_known, overrides.SWEEP_RESERVED)
+end
+
+-- trainer.run(cfg, topts), for run_cell. A pair killed after its last checkpoint but
+-- before summary.json resumes at its final step: the trainer then trains and evaluates
+-- nothing, and its summary has no losses. They are the last row of the run's metrics.csv
+-- (written at that step before the checkpoint), so they are read from there. That file
+-- keeps 9 significant digits, so the losses are rounded to 9 digits on both paths: a
+-- resumed pair's summary then equals an uninterrupted one's bit for bit. basis_loss is the
+-- mean of the rounded basis losses.
+local function round9(v) return type(v) == "number" and tonumber(string.format("%.9g", v)) or v end
+
+function M.train(cfg, topts)
+    local trainer = require "trainer"
+    local s = trainer.run(cfg, topts)
+    if s.specific_loss == nil and s.generic_loss == nil and s.basis_loss == nil then
+        local csvlog = require "dgalib.csvlog"
+        local ok, recs = pcall(csvlog.read_records, cfg.run_dir .. "/metrics.csv")
+        local last = ok and recs[#recs] or nil
+        if last and last.step == s.step then
+            s.specific_loss, s.generic_loss = last.specific_loss, last.generic_loss
+            local basis = {}
+            for key, v in pairs(last) do
+                local j = key:match("^basis_(%d+)_loss$")
+                if j and type(v) == "number" then basis[tonumber(j)] = v end
+            end
+            s.basis = next(basis) and basis or nil
+        end
+    end
+    s.specific_loss, s.generic_loss = round9(s.specific_loss), round9(s.generic_loss)
+    if type(s.basis) == "table" then
+        local keys, n, sum = {}, 0, 0
+        for j in pairs(s.basis) do keys[#keys + 1] = j end
+        table.sort(keys)   -- a fixed order of summation, whichever path filled the table
+        for _, j in ipairs(keys) do
+            s.basis[j] = round9(s.basis[j])
+            n, sum = n + 1, sum + s.basis[j]
+        end
+        s.basis_loss = n > 0 and sum / n or nil
+    end
+    return s
 end
 
 -- ---- the command -----------------------------------------------------------------------
@@ -268,6 +323,26 @@ local function shell_quote(s)
     return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+-- A token as the shell needs it: bare when it is plain, else single-quoted.
+local function shell_word(s)
+    s = tostring(s)
+    if s ~= "" and s:match("^[%w_%-%.,/=+:@]+$") then return s end
+    return shell_quote(s)
+end
+
+-- The command line to paste into a shell: the interpreter, its options and the script
+-- when this process was started from one (with_script), then the arguments.
+function display_command(argv, with_script)
+    local parts = {}
+    if with_script and type(arg) == "table" then
+        local lo = 0
+        while arg[lo - 1] ~= nil do lo = lo - 1 end
+        for i = lo, 0 do parts[#parts + 1] = shell_word(arg[i]) end
+    end
+    for _, t in ipairs(argv) do parts[#parts + 1] = shell_word(t) end
+    return table.concat(parts, " ")
+end
+
 local function argv_of(o)
     local src = o.argv or arg or {}
     local out = {}
@@ -275,10 +350,34 @@ local function argv_of(o)
     return out
 end
 
--- The key of a command: what a finished pair's numbers depend on.
-local function command_key(argv)
-    local t = strip(argv, CONTROL_VALUE, CONTROL_FLAG)
-    return table.concat(t, " ")
+-- The key of a command: what a finished pair's numbers depend on. The argv without the
+-- control options (and the caller's `ignore`: option -> "value" | "flag"), cut into units
+-- (an option and the values after it), the units sorted by option name, keeping the order
+-- of repeated options (--set a=1 --set a=2 differs from the reverse).
+local function command_key(argv, ignore)
+    local drop_value, drop_flag = {}, {}
+    for k in pairs(CONTROL_VALUE) do drop_value[k] = true end
+    for k in pairs(CONTROL_FLAG) do drop_flag[k] = true end
+    for k, kind in pairs(ignore or {}) do
+        if kind == "flag" then drop_flag[k] = true else drop_value[k] = true end
+    end
+    local t = strip(argv, drop_value, drop_flag)
+    local units = {}
+    for _, tok in ipairs(t) do
+        if tok:match("^%-%-") or #units == 0 then
+            units[#units + 1] = {name = tok:match("^(%-%-[^=]+)") or "", toks = {tok}, i = #units + 1}
+        else
+            local u = units[#units]
+            u.toks[#u.toks + 1] = tok
+        end
+    end
+    table.sort(units, function(x, y)
+        if x.name ~= y.name then return x.name < y.name end
+        return x.i < y.i
+    end)
+    local parts = {}
+    for _, u in ipairs(units) do parts[#parts + 1] = table.concat(u.toks, " ") end
+    return table.concat(parts, " ")
 end
 
 -- ---- the run ---------------------------------------------------------------------------
@@ -315,6 +414,29 @@ local function cell_fields(cell)
         end
     end
     return out
+end
+
+-- The cell as canonical JSON text: its plain fields and nested tables (a policy spec), with
+-- tensors, functions and other userdata reduced to their type (their addresses change from
+-- run to run). A finished pair whose cell text differs was made by another definition of
+-- the cell (other policy options, a policy file where a built-in policy ran before).
+local function cell_text(cell)
+    local seen = {}
+    local function plain(v)
+        local t = type(v)
+        if t == "number" or t == "string" or t == "boolean" then return v end
+        if t == "table" and getmetatable(v) == nil and not seen[v] then
+            seen[v] = true
+            local out = {}
+            for key, val in pairs(v) do
+                if type(key) == "string" or math.type(key) == "integer" then out[key] = plain(val) end
+            end
+            seen[v] = nil
+            return out
+        end
+        return "<" .. t .. ">"
+    end
+    return json.encode(plain(cell))
 end
 
 -- run_cell's table as flat metrics: numbers, strings and booleans kept; a table of numbers
@@ -385,8 +507,13 @@ local function run_here(o, pair, argv, key)
     local topts = trainer_opts(pair.dir, a)
     local t0 = runinfo.now()
     local ok, res = xpcall(o.run_cell, function(e)
+        -- A usage error or a Ctrl-C ends the sweep; any other error fails this pair only.
         if type(e) == "table" and e.usage then return e end
-        return debug.traceback(tostring(e), 2)
+        local msg = tostring(e)
+        if msg:find("interrupted!", 1, true) or msg:find("interrupted (in ", 1, true) then
+            return overrides.usage_error(msg)
+        end
+        return debug.traceback(msg, 2)
     end, pair.cell, pair.seed, pair.dir, topts)
     if not ok then
         if type(res) == "table" and res.usage then error(res, 0) end
@@ -396,9 +523,10 @@ local function run_here(o, pair, argv, key)
     local okm, metrics = pcall(flat_metrics, res, where)
     if not okm then return nil, tostring(metrics) end
     local summary = {
-        cell = pair.cell.id, group = pair.cell.group, seed = pair.seed,
+        cell = pair.cell.id, group = pair.cell.group, seed = pair.seed, cell_text = cell_text(pair.cell),
         data_seed = a.data_seed or 1, metrics = metrics, fields = cell_fields(pair.cell),
-        command = table.concat(argv, " "), key = key, sweep = o.name,
+        script = type(arg) == "table" and arg[0] or nil,
+        command = display_command(argv, o.argv == nil), argv = argv, key = key, sweep = o.name,
         seconds = runinfo.now() - t0, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     }
     runinfo.write_atomic(spath, json.encode(summary, {indent = true}) .. "\n")
@@ -486,7 +614,7 @@ function M.run(o)
     check_cells(o.cells)
     local seeds = M.seeds(a)
     local argv = argv_of(o)
-    local key = command_key(argv)
+    local key = command_key(argv, o.key_ignore)
     local cells = o.cells
     if a.cell then
         cells = {}
@@ -497,6 +625,12 @@ function M.run(o)
             error(overrides.usage_error("--cell " .. a.cell .. ": no such cell (cells: "
                                         .. table.concat(ids, ", ") .. ")"), 0)
         end
+    end
+    -- With the experiment's own keys declared, a bad --set stops the sweep before any run
+    -- (and before N children would each fail on it).
+    if o.known and #(a.set or {}) > 0 then
+        local known = overrides.known(nil, o.known)
+        for _, s in ipairs(a.set) do overrides.check(s, known, overrides.SWEEP_RESERVED) end
     end
     local quiet = o.quiet
     local function say(fmt, ...)
@@ -517,6 +651,13 @@ function M.run(o)
                         "sweep: %s finished under another command:\n  then: %s\n  now:  %s\n"
                         .. "its numbers would not match this configuration; use --overwrite to rerun it, "
                         .. "or another --out", pair.dir, tostring(s.key), key)), 0)
+                end
+                local now = cell_text(cell)
+                if s.cell_text ~= nil and s.cell_text ~= now then
+                    error(overrides.usage_error(string.format(
+                        "sweep: %s finished with another definition of cell %s:\n  then: %s\n  now:  %s\n"
+                        .. "use --overwrite to rerun it, or another --out", pair.dir, cell.id,
+                        tostring(s.cell_text), now)), 0)
                 end
                 pair.done = s
             else
@@ -549,6 +690,11 @@ function M.run(o)
         end
     end
 
+    -- Shared preparation (store builds, tokenisation) once, before the first pair: with
+    -- --jobs, in the parent, so the children find the caches warm instead of building the
+    -- same store at the same time.
+    if o.prepare and #todo > 0 then o.prepare() end
+
     local jobs = a.jobs or 1
     if jobs > 1 and not a.cell and #todo > 0 then
         o._children = true
@@ -567,12 +713,16 @@ function M.run(o)
         os.exit(#failures == 0 and 0 or 1, true)
     end
     if #failures > 0 then
-        local names = {}
+        local names, first = {}, {}
         for _, f in ipairs(failures) do
             names[#names + 1] = string.format("%s seed %d", f.pair.cell.id, f.pair.seed)
+            first[#first + 1] = string.format("  %s seed %d: %s", f.pair.cell.id, f.pair.seed,
+                                              tostring(f.err):match("^[^\n]*"))
         end
-        error(string.format("sweep %s: %d of %d runs failed: %s", o.name or "", #failures, #todo,
-                            table.concat(names, "; ")), 0)
+        error(string.format("sweep %s: %d of %d runs failed: %s\n%s\n(the finished runs are kept: "
+                            .. "the same command runs only the failed ones; scripts/aggregate.lua %s "
+                            .. "summarises what is there)", o.name or "", #failures, #todo,
+                            table.concat(names, "; "), table.concat(first, "\n"), out), 0)
     end
     for _, pair in ipairs(all) do results[#results + 1] = pair.done end
     return results

@@ -91,6 +91,9 @@ describe("splits on a synthetic corpus", function()
         local all = dga.read_texts(corpus .. "/beta")
         local docs, texts = plan:docs("beta", "basis"), plan:texts("beta", "basis")
         for i, doc in ipairs(docs) do assert.are.equal(all[doc], texts[i]) end
+        plan:forget()
+        assert.is_nil(plan.by_domain.beta.texts)
+        assert.are.same(texts, plan:texts("beta", "basis"))
         local desc = plan:describe()
         assert.are.equal(41, desc.domains.beta.store.docs)
         assert.is_truthy(plan:summary():match("beta"))
@@ -163,6 +166,15 @@ describe("splits on a synthetic corpus", function()
         s:close()
     end)
 
+    it("builds the store of a plan that holds every document as the plain build does", function()
+        local dir = splits.plan{corpus = corpus, data_seed = 5}:store{levels = {2}, seq_len = 17, vocab = 300,
+                                                                      cache = cache, quiet = true}
+        local plain = cache .. "/plain"
+        dga.store_build{corpus = corpus, out = plain, levels = {2}, seq_len = 17, vocab = 300, seed = 5}
+        assert.are.same(splits.store_seqs(plain):totable(), splits.store_seqs(dir):totable())
+        assert.are.equal(h.read(plain .. "/manifest.json"), h.read(dir .. "/manifest.json"))
+    end)
+
     it("filters documents in the core build and rejects a bad filter", function()
         local out = cache .. "/filtered"
         local _, stats = dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 17, vocab = 300,
@@ -177,7 +189,7 @@ describe("splits on a synthetic corpus", function()
         end, "filter source 'delta'")
         raises_match(function()
             dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 17, docs = {beta = {1, 51}}}
-        end, "names document 50, but the source has only 50 documents")
+        end, "names document index 50 %(0%-based%), but the source has only 50 documents")
         raises_match(function()
             dga.store_build{corpus = corpus, out = out, levels = {2}, seq_len = 17, docs = {beta = {2, 2}}}
         end, "lists document 2 twice")
@@ -225,5 +237,123 @@ describe("check_disjoint", function()
         raises_match(function()
             splits.check_disjoint{heldout = {a = {"some text"}}, inputs = {b = rows(2, 8, 0)}}
         end, "held%-out set 'a' is a list of texts: give tok")
+    end)
+end)
+
+-- The experiments' data paths on small real data: what they train on (the store, the specific
+-- training rows), what they compute IS and basis histograms from, and what they hold out. After
+-- decontamination (text the corpus repeats across documents) no held-out row occurs in any of
+-- the inputs, and decontamination drops only a small share.
+describe("splits on the real corpus", function()
+    local data = require "dgalib.data"
+    local corpus, mmlu_dir = data.find_corpus(), data.find_mmlu()
+    local cache
+    local L = 33
+
+    setup(function() cache = h.tmpdir() end)
+    teardown(function() h.rm(cache) end)
+
+    local function clean_and_check(heldout, inputs, tok)
+        local clean, dropped = splits.decontaminate{heldout = heldout, inputs = inputs, tok = tok}
+        for name, v in pairs(heldout) do
+            local n = v:shape()[1]
+            assert.is_true(dropped[name] <= n // 10 + 1,
+                           string.format("%s: %d of %d rows dropped", name, dropped[name], n))
+        end
+        splits.check_disjoint{heldout = clean, inputs = inputs, tok = tok}
+        return clean
+    end
+
+    it("lowdata and quickstart: target documents out of the store, split by document", function()
+        if not corpus then pending("corpus data absent") return end
+        local plan = splits.plan{corpus = corpus, data_seed = 3, targets = {"us_legislation"},
+                                 domains = {"arxiv_abstracts", "licenses", "code_python"},
+                                 specific_heldout_docs = 10, generic_heldout_docs = 4, max_mb = 0.04}
+        local store = dga.store_open(plan:store{levels = {4}, seq_len = L, vocab = 400, cache = cache,
+                                                quiet = true})
+        local tok = store:tokenizer()
+        local spec_train = plan:seqs("us_legislation", "specific_train", tok, L, 400)
+        local is_texts = splits.row_texts(tok, spec_train)
+        local is_hist = store:histogram(is_texts, 1)
+        assert.are.equal(4, is_hist:shape()[1])
+        local inputs = {store = splits.store_seqs(store), specific_train = spec_train, is = is_texts}
+        local heldout = {specific_heldout = plan:seqs("us_legislation", "specific_heldout", tok, L, 200),
+                         generic_heldout = plan:interleaved_seqs("generic_heldout", tok, L, 40)}
+        clean_and_check(heldout, inputs, tok)
+        -- The target is nowhere in the store.
+        assert.are.same({"arxiv_abstracts", "code_python", "licenses"}, store:sources())
+        store:close()
+    end)
+
+    it("mmlu_dist: basis sets and generic held-out from documents the store never saw", function()
+        if not corpus or not mmlu_dir then pending("corpus or MMLU data absent") return end
+        local plan = splits.plan{corpus = corpus, data_seed = 1,
+                                 domains = {"dm_mathematics", "stackexchange", "manpages"},
+                                 basis_docs = 6, basis_heldout_docs = 4, generic_heldout_docs = 3,
+                                 max_mb = 0.04}
+        local store = dga.store_open(plan:store{levels = {2, 2}, seq_len = L, vocab = 400, cache = cache,
+                                                quiet = true})
+        local tok = store:tokenizer()
+        local basis = plan:basis_sets(store, {tok = tok, seq_len = L, level = 2, heldout_seqs = 40})
+        assert.are.equal(3, #basis)
+        for _, b in ipairs(basis) do
+            assert.is_true(math.abs(b.histogram:sum() - 1) < 1e-5)
+            assert.is_truthy(b.heldout)
+        end
+        local mm = dga.mmlu_load(mmlu_dir)
+        local q = splits.mmlu_splits(mm, 1)
+        local function rendered(qs, n)
+            local out = {}
+            for i = 1, math.min(n or #qs, #qs) do out[i] = dga.mmlu_render(qs[i], {with_answer = true}) end
+            return out
+        end
+        -- Questions are MMLU's documents: no MMLU_b question is an MMLU_a or dev question.
+        splits.check_docs_disjoint{heldout = {mmlu_b = rendered(q.b)},
+                                   inputs = {mmlu_a = rendered(q.a), dev = rendered(q.dev)}}
+        assert.are.equal(#mm:split("b", 1), #q.b + q.b_dropped)
+        -- MMLU repeats questions word for word: without that step, the check fails.
+        assert.is_true(q.b_dropped > 0)
+        raises_match(function()
+            splits.check_docs_disjoint{heldout = {mmlu_b = rendered(mm:split("b", 1))},
+                                       inputs = {mmlu_a = rendered(q.a), dev = rendered(q.dev)}}
+        end, "leak: held%-out 'mmlu_b' text %d+ is input '[%w_]+' text %d+")
+        local inputs = {store = splits.store_seqs(store),
+                        mmlu_a = require("dgalib.experiment").text_seqs(tok, rendered(q.a, 300), L)}
+        local heldout = {mmlu_b = require("dgalib.experiment").text_seqs(tok, rendered(q.b, 300), L),
+                         generic = plan:interleaved_seqs("generic_heldout", tok, L, 30)}
+        for _, d in ipairs(plan:sources()) do
+            inputs["basis_" .. d] = plan:texts(d, "basis")   -- the histogram's input
+        end
+        for _, b in ipairs(basis) do heldout["basis_heldout_" .. b.name] = b.heldout end
+        -- MMLU rows share the prompt template, so MMLU_b's rows are checked against the corpus
+        -- inputs only (the question-level check above covers MMLU_a).
+        local mmlu_b = heldout.mmlu_b
+        heldout.mmlu_b = nil
+        local clean = clean_and_check(heldout, inputs, tok)
+        inputs.mmlu_a = nil
+        splits.check_disjoint{heldout = {mmlu_b = mmlu_b}, inputs = inputs, tok = tok}
+        assert.is_truthy(clean.generic)
+        store:close()
+    end)
+
+    it("recover: a specific set drawn from two store domains out of unseen documents", function()
+        if not corpus then pending("corpus data absent") return end
+        local plan = splits.plan{corpus = corpus, data_seed = 2,
+                                 domains = {"dictionary_gcide", "latex"},
+                                 basis_docs = 4, generic_heldout_docs = 4, max_mb = 0.04}
+        local store = dga.store_open(plan:store{levels = {2}, seq_len = L, vocab = 400, cache = cache,
+                                                quiet = true})
+        local tok = store:tokenizer()
+        -- Training rows from the `basis` documents, held-out rows from `generic_heldout` ones;
+        -- each row labelled with the store domain it would belong to.
+        local train = plan:interleaved_seqs("basis", tok, L, 60)
+        local held = plan:interleaved_seqs("generic_heldout", tok, L, 30)
+        local dom = splits.assign(store, 1, tok, train)
+        assert.are.equal(train:shape()[1], #dom)
+        local seen = {}
+        for _, d in ipairs(dom) do seen[d] = true end
+        assert.is_true(seen[1] and seen[2])
+        clean_and_check({specific_heldout = held}, {store = splits.store_seqs(store), specific_train = train}, tok)
+        store:close()
     end)
 end)

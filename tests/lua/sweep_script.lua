@@ -9,6 +9,8 @@
 -- as a killed sweep would. --fail CELL: run_cell raises an error in that cell.
 -- Without --train, run_cell returns made-up metrics (loss = seed + 0.1 * the cell's
 -- number); with it, the cell trains the trainer fixture's tiny model for 8 steps.
+-- --stop-at N (with --train): the trainer stops cleanly at step N, leaving a checkpoint and
+-- no summary.json, and the process exits 9: a pair interrupted in the middle.
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
 package.path = here .. "/?.lua;" .. package.path
 
@@ -24,6 +26,7 @@ p:option("--log", "Append one line per run_cell call to this file."):count(1)
 p:flag("--train", "Train the trainer fixture's tiny model in each cell.")
 p:option("--die-at", "Exit (status 9) in this run_cell call."):convert(tonumber)
 p:option("--fail", "Raise an error in this cell.")
+p:option("--stop-at", "--train: stop the trainer at this step (with a checkpoint), then exit 9."):convert(tonumber)
 local a = p:parse(arg)
 
 local cells = {}
@@ -37,6 +40,9 @@ end
 local calls = 0
 sweep.run{
     name = "sweep_script", out = a.out, args = a, cells = cells,
+    -- The test's fault injection does not change what a finished pair computed.
+    key_ignore = {["--log"] = "value", ["--die-at"] = "value", ["--fail"] = "value",
+                  ["--stop-at"] = "value"},
     run_cell = function(cell, seed, dir, topts)
         calls = calls + 1
         local f = assert(io.open(a.log, "a"))
@@ -52,7 +58,9 @@ sweep.run{
         local cfg = fixture.config(dir, {seed = seed, steps = 8, checkpoint_every = 4,
                                          policy = sweep.policy_config(cell.spec)})
         sweep.overrides(a, cfg)
-        local s = require("trainer").run(cfg, topts)
+        if a.stop_at then topts.stop_at = a.stop_at end
+        local s = sweep.train(cfg, topts)
+        if a.stop_at then os.exit(9, false) end
         return {specific_final = s.specific_loss, generic_final = s.generic_loss,
                 step = s.step, model = s.model, basis = s.basis}
     end,
