@@ -39,9 +39,9 @@ p:option("--eta", "Fixed DGA step size.", tostring(ETA)):convert(tonumber)
 local a = C.parse(p)
 
 local preset = a.quick and {
-    max_mb = 0.2, seq_len = 65, vocab = 2048, steps = 160, batch = 16, T_r = 4,
+    max_mb = 0.2, seq_len = 65, vocab = 2048, steps = 120, batch = 16, T_r = 3,
     eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 2, lr = 3e-3,
-    basis_docs = 6, basis_heldout = 8, spec_heldout = 32, eval = 300, score = 100,
+    basis_docs = 6, basis_heldout = 8, spec_heldout = 32, eval = 200, score = 60,
     levels = "8,8,8", specific = "dev",
 } or {
     max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 600, batch = 16, T_r = 15,

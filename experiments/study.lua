@@ -9,8 +9,18 @@
 -- Then scripts/report.lua writes <docs>/results.md and its figures (default docs/; with
 -- --quick <out>/docs, so a smoke run never replaces the committed results).
 --
--- Time: the estimate in docs/study_estimate.md (from timed cells) is about 2.2 hours for the
--- full study with --jobs 2 on this 2-core machine; --quick takes a few minutes.
+-- Time, estimated from timed cells (CPU seconds, /usr/bin/time, one thread each, measured on
+-- 2026-11-24 while the machine was shared, so per-op times are if anything high): a full-size
+-- lowdata cell at 120 of its 600 steps took 7.2 s (natural) and 10.6 s (DGA + EMA, k = 64) after
+-- 2.3 s of setup, i.e. 36 s and 53 s for a whole cell. From those, by steps, alignment batches
+-- and evaluation size:
+--   lowdata    63 runs (3 targets x 7 policies x 3 seeds)                   ~3,000 s
+--   mmlu_dist  90 runs (2 specific sets x 15 rows x 3 seeds; ~10 s setup each) ~5,400 s
+--   recover    42 runs (3 DGA + 11 static mixtures x 3 seeds; 1,200 steps)   ~3,300 s
+--   quickstart  9 runs (demo size), store builds, report                      ~  400 s
+-- about 12,100 CPU seconds: 1.7 hours on 2 cores with --jobs 2, 1.9 hours with the serial
+-- parts (setup in each parent, the last cell of each experiment alone), under the 2.5 hours
+-- allowed. --quick: a few minutes on an idle machine.
 local argparse = require "argparse"
 local runinfo = require "dgalib.runinfo"
 

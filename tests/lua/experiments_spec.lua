@@ -191,7 +191,7 @@ describe("experiments --quick", function()
     end)
 
     it("recover", function()
-        local out = run("recover", 8)
+        local out = run("recover", 6)
         h.contains(h.read(out .. "/notes.md"), "Best static mixture")
     end)
 
