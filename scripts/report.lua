@@ -280,7 +280,7 @@ function M.figures(col, out, opts)
             for s in pairs(c.dirs) do seeds[#seeds + 1] = s end
             table.sort(seeds)
             local m = c.seeds[seeds[1]] or {}
-            if (m.updates or 0) > 0 then
+            if (m.updates or 0) > 0 and (not opts.weights_labels or opts.weights_labels[c.label]) then
                 local run = plot.read_run(c.dirs[seeds[1]])
                 run.name = c.id:gsub("/", "_") .. "_seed" .. seeds[1]
                 local f = plot.weights_figure(run, out, {top = opts.top or 8,
@@ -346,10 +346,19 @@ function M.experiment(name, out, opts)
     end
     local figures = {}
     if opts.plot ~= false then
-        figures = M.figures(col, out .. "/plots", {name = name, column = opts.column, ylabel = opts.ylabel})
+        figures = M.figures(col, out .. "/plots", {name = name, column = opts.column, ylabel = opts.ylabel,
+                                                    weights_labels = opts.weights_labels})
         if opts.pareto then
-            local f = M.pareto(col, out .. "/plots", opts.pareto)
-            if f then figures[#figures + 1] = f end
+            -- One Pareto figure per group (a specific set at one k).
+            for _, g in ipairs(groups) do
+                local o = {}
+                for key, v in pairs(opts.pareto) do o[key] = v end
+                o.filter = function(c) return c.group == g end
+                o.stem = "pareto_" .. safe(g)
+                o.title = (opts.pareto.title or "Pareto") .. ": " .. g
+                local f = M.pareto(col, out .. "/plots", o)
+                if f then figures[#figures + 1] = f end
+            end
         end
         if not opts.quiet then
             for _, f in ipairs(figures) do print("figure: " .. f.png) end
@@ -367,7 +376,7 @@ function M.pareto(col, out, o)
         if not o.filter or o.filter(c) then
             local sx, sy = stats().summary(values_of(c, o.x)), stats().summary(values_of(c, o.y))
             if sx.n and sx.n > 0 and sy.n and sy.n > 0 then
-                pts[#pts + 1] = {name = c.id, x = sx.mean, x_lo = sx.ci_lo, x_hi = sx.ci_hi,
+                pts[#pts + 1] = {name = o.filter and c.label or c.id, x = sx.mean, x_lo = sx.ci_lo, x_hi = sx.ci_hi,
                                  y = sy.mean, y_lo = sy.ci_lo, y_hi = sy.ci_hi}
             end
         end
@@ -383,7 +392,7 @@ end
 -- verdict comes from the paired interval.
 M.SECTIONS = {
     {name = "lowdata", title = "Section 3.1: few tokens per domain (lowdata.lua)",
-     reference = "natural",
+     reference = "natural", weights_labels = {dga_fixed = true, dga_ema_fixed = true},
      intro = "Specific held-out loss (final, best, final - best), loss spikes (an evaluation whose specific "
           .. "loss rose above the previous one by more than 1% of the running minimum), generic held-out "
           .. "loss, mean L1 change of the sampling weights per update, most epochs any domain went through. "
@@ -402,7 +411,9 @@ M.SECTIONS = {
          text = "the EMA gives fewer loss spikes than DGA without it (fixed eta)"},
      }},
     {name = "mmlu_dist", title = "Section 3.2: distribution reweighting towards MMLU (mmlu_dist.lua)",
-     reference = "natural", pareto = {x = "basis_mean", y = "mmlu_b_loss"},
+     reference = "natural", weights_labels = {dist_n1_fixed = true, dga_fixed = true},
+     pareto = {x = "basis_mean", y = "mmlu_b_loss", title = "MMLU_b loss against mean basis loss (95% CI)",
+               xlabel = "mean basis held-out loss", ylabel = "MMLU_b loss"},
      metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share",
                 "l1_mean"},
      intro = "MMLU_b loss (all of MMLU_b), mean held-out loss of the basis sets (documents the store never "
@@ -463,6 +474,7 @@ function M.results(study, docs, opts)
             local r = M.experiment(sec.name, dir, {metrics = sec.metrics, reference = sec.reference,
                                                    claims = claims, plot = opts.plot,
                                                    pareto = sec.pareto, column = sec.column,
+                                                   weights_labels = sec.weights_labels,
                                                    quiet = opts.quiet})
             out[#out + 1] = "## " .. sec.title
             out[#out + 1] = ""
