@@ -13,6 +13,7 @@
 -- IS, which concentrates its mass, many more (epochs.csv; the table reports both).
 -- Policies: uniform, natural, IS (the specific training documents' histogram), DGA (beta = 1)
 -- and DGA + EMA (beta = 0.1), each DGA with the fixed eta (ETA below) and the adaptive one.
+-- T_r gives at least 40 policy updates per run (an update every T_r steps, none at the last).
 -- Metrics per run (experiments/common.lua): final, best and final-minus-best specific loss,
 -- loss spikes, generic loss, mean L1 weight change per update, epochs.
 -- Output: <out>/<target>/b<E>/<policy>/seed-<s>/ (runs with summary.json), aggregate files, and
@@ -43,12 +44,12 @@ p:option("--calibrate", "Instead of the policies: DGA (beta = 1) with each of th
 local a = C.parse(p)
 
 local preset = a.quick and {
-    max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 320, batch = 16, T_r = 8,
+    max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 320, batch = 16, T_r = 7,
     eval_every = 20, layers = 2, width = 64, heads = 4, align_batch = 2, lr = 3e-3,
     spec_train = 48, spec_heldout = 32, gen_heldout = 8, targets = "us_legislation",
     natural_epochs = "3",
 } or {
-    max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 600, batch = 16, T_r = 15,
+    max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 600, batch = 16, T_r = 14,
     eval_every = 30, layers = 2, width = 96, heads = 4, align_batch = 2, lr = 3e-3,
     spec_train = 128, spec_heldout = 64, gen_heldout = 12,
     targets = "us_legislation,pubmed_bmc_fulltext,code_python", natural_epochs = "3",
