@@ -253,9 +253,27 @@ local lines = {string.format("Store: %d sequences of %d tokens from the plan's s
                              end)(), #d.sources),
                "accuracy_top_letter_share is the share of questions given the model's most frequent letter: "
                .. "near 100, accuracy is that letter's frequency (chance), not knowledge."}
+local report = require "report"
+-- Accuracy at chance, said per run from the summaries: a run that gives one letter to at
+-- least 90% of the questions scores that letter's frequency.
+local col, chance, total = report.collect(a.out), {}, 0
+for _, id in ipairs(col.order) do
+    for seed, m in pairs(col.cells[id].seeds) do
+        total = total + 1
+        if (m.accuracy_top_letter_share or 0) >= 90 then chance[#chance + 1] = id .. " seed " .. seed end
+    end
+end
+if #chance == total and total > 0 then
+    lines[#lines + 1] = string.format("**Accuracy is at chance in every run** (%d of %d give one letter to at least "
+                                      .. "90%% of the questions): the accuracy column measures the letter "
+                                      .. "distribution of MMLU_b, not knowledge; the losses are the outcomes that "
+                                      .. "say something at this scale.", #chance, total)
+elseif #chance > 0 then
+    lines[#lines + 1] = string.format("Accuracy is at chance (one letter for at least 90%% of the questions) in %d of "
+                                      .. "%d runs: %s.", #chance, total, table.concat(chance, ", "))
+end
 C.note(a.out .. "/notes.md", table.concat(lines, "\n\n") .. "\n")
 print(table.concat(lines, "\n"))
-local report = require "report"
 report.experiment("mmlu_dist", a.out, {plot = not a.no_plot, reference = "natural",
     metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share", "l1_mean"},
     pareto = {x = "basis_mean", y = "mmlu_b_loss", title = "MMLU_b loss against mean basis loss (95% CI)",

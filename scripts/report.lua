@@ -416,7 +416,7 @@ M.SECTIONS = {
                xlabel = "mean basis held-out loss", ylabel = "MMLU_b loss"},
      metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share",
                 "l1_mean"},
-     intro = "MMLU_b loss (all of MMLU_b), mean held-out loss of the basis sets (documents the store never "
+     intro = "MMLU_b loss (over the MMLU_b questions the notes below count), mean held-out loss of the basis sets (documents the store never "
           .. "saw), NLL of the correct answer's text and 0-shot accuracy. The paper (section 3.2, Table 2) "
           .. "finds that DGA distribution reweighting lowers the MMLU loss below natural while keeping the "
           .. "basis loss low, and that it helps most where the specific set is small (MMLU_dev) or k is "
