@@ -124,9 +124,9 @@ function M.add_options(p)
     p:mutex(seeds_opt, seed_opt)
     p:option("--data-seed", "Seed of the data: store, clustering, splits, held-out sets and "
              .. "basis selection, the same for every training seed. Default: 1.", "1")
-        :convert(args.int(0))
+        :convert(args.int(0)):show_default(false)
     p:option("--jobs", "Run this many (cell, seed) pairs at a time, each in its own process "
-             .. "(output in <run dir>/log.txt). Default: 1.", "1"):convert(args.int(1))
+             .. "(output in <run dir>/log.txt). Default: 1.", "1"):convert(args.int(1)):show_default(false)
     p:option("--policy", "A policy to run: a registry name, a label of the experiment's own "
              .. "list, or a Lua policy file (the run is named from its declared name). "
              .. "Repeatable; replaces the experiment's policy list."):count("*")

@@ -155,6 +155,7 @@ describe("sweep options", function()
         contains(help, "--data-seed")
         contains(help, "Default: 1.")
         contains(help, "--seeds")
+        assert.is_nil(help:find("(default: 1)", 1, true))   -- said once, in the text
     end)
 
     it("refuses --seed with --seeds, a repeated seed and a bad --set", function()
