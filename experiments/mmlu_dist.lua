@@ -1,213 +1,280 @@
 -- Section 3.2 of the paper: DGA distribution reweighting with MMLU as the specific set.
 --
---   dgalua experiments/mmlu_dist.lua [--quick] [--dev] [--out runs/mmlu_dist]
+--   dgalua experiments/mmlu_dist.lua [--quick] [--seeds 1,2,3] [--jobs 2] [--specific a,dev]
 --
--- Specific set: MMLU_a (half of every subject's test questions; --dev: the 5 dev questions
--- per subject), rendered with their answers in the lm-evaluation-harness format, tokenised
--- with the store's tokenizer and cut into sequences. Evaluation: MMLU_b (the other half):
--- during training, the loss on a held-out sample of it (questions drawn at random from every
--- subject); at the end, the loss on all of MMLU_b (same rendering), 0-shot accuracy on all
--- or --score questions and 5-shot accuracy on --score5 questions (letter log-likelihood
--- scoring, as lm-evaluation-harness does).
--- Generic pool: a domain store over the whole corpus, clustered hierarchically (64 coarse
--- domains, each split into up to 64 leaves: k = 64 and k = 4096 at the two levels).
--- Basis sets: the N corpus domains (each one's histogram over the k domains of the level:
--- where its sequences landed in the clustering) plus the specific set's own IS histogram
--- (N + 1 columns of P).
--- Runs, at each k: natural (the store's natural mixture), IS (the MMLU_a histogram, fixed),
--- DGA distribution reweighting (dga_dist over the N + 1 basis distributions).
--- Output: a table like the paper's Table 2 (MMLU_b loss, average basis loss, MMLU accuracy),
--- the runs, and figures (<out>/plots: losses, and the distribution weights of the DGA runs).
-local argparse = require "argparse"
+-- Generic pool: a store of the "store" documents of a splits plan (--data-seed), clustered
+-- hierarchically into --levels (64,64,64: k = 64, 4096 and, at the third level, as many leaves
+-- as the store's sequences support, up to 262,144; the table and notes.md say how many).
+-- Basis sets, per corpus source: importance-sampling histograms of documents held out of the
+-- store (the plan's "basis" role), assigned with the store's own embedder and centroids
+-- (store:histogram); each basis's held-out loss is measured on other documents the store
+-- never saw (the "basis_heldout" role). N = the sources; N + 1 = those plus the specific
+-- set's own histogram.
+-- Specific sets (--specific): MMLU_a (half of every subject's test questions) and MMLU_dev (the
+-- 285 dev questions: the sparse-histogram regime), rendered with their answers. MMLU_a / MMLU_b
+-- are split by --data-seed. Evaluation: MMLU_b (held-out sample during training; at the end,
+-- the loss on --eval questions of MMLU_b, answer NLL and 0-shot accuracy on --score of them).
+-- Rows, per specific set: natural, IS and DGA distribution reweighting with N and with N + 1
+-- bases at every level; at k = 64 also DGA over the k domains and the adaptive-eta variants.
+-- Output: runs with summary.json, table.md, notes.md, figures (the Pareto figure of mean basis
+-- loss against MMLU_b loss, weights over time).
+local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 local exp = require "dgalib.experiment"
 local data = require "dgalib.data"
-local runinfo = require "dgalib.runinfo"
+local args = require "dgalib.args"
 
-local p = argparse("mmlu_dist.lua",
-                   "DGA distribution reweighting towards MMLU (the paper's section 3.2, Table 2).")
-exp.add_common_options(p, {out = "runs/mmlu_dist"})
+-- The fixed step size: eta = 3, calibrated by experiments/calibrate_eta.lua on lowdata's quick
+-- model (docs/calibrate_eta.csv; the sweep's result is in lowdata.lua). Distribution
+-- reweighting aligns N mixtures with the same gradient scale, so it keeps the same constant.
+local ETA = 3
+
+local p = C.parser("mmlu_dist.lua", "DGA distribution reweighting towards MMLU (the paper's section 3.2).",
+                   "runs/mmlu_dist")
 p:option("--mmlu", "MMLU directory (dev/, val/, test/); default: data/mmlu or ../shared/data/mmlu.")
-p:flag("--dev", "Specific set = MMLU_dev (5 questions per subject) instead of MMLU_a.")
-p:option("--levels", "Levels of the store's hierarchical k-means.", "64,64")
-p:option("--score", "MMLU_b questions scored for 0-shot accuracy (0: all).")
-    :convert(require("dgalib.args").int(0))
-p:option("--score5", "MMLU_b questions scored for 5-shot accuracy (dev questions as shots; 0: none).")
-    :convert(require("dgalib.args").int(0))
-local a = p:parse(arg)
-if a.threads and dga.set_threads then dga.set_threads(a.threads) end
+p:option("--specific", "Specific sets: a (MMLU_a) and/or dev (MMLU_dev), comma separated.")
+p:option("--levels", "Levels of the store's hierarchical k-means.")
+p:option("--eval", "MMLU_b questions for the final loss (0: all)."):convert(args.int(0))
+p:option("--score", "MMLU_b questions scored for 0-shot accuracy (0: all)."):convert(args.int(0))
+p:option("--eta", "Fixed DGA step size.", tostring(ETA)):convert(tonumber)
+local a = C.parse(p)
 
 local preset = a.quick and {
-    max_mb = 0.25, seq_len = 65, vocab = 2048, steps = 480, batch = 16, T_r = 40,
-    eval_every = 80, layers = 2, width = 64, heads = 4, align_batch = 8, lr = 3e-3,
-    basis_heldout = 8, spec_heldout = 48, score = 200, score5 = 40, beta = 0.3,
+    max_mb = 0.2, seq_len = 65, vocab = 2048, steps = 120, batch = 16, T_r = 3,
+    eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 2, lr = 3e-3,
+    basis_docs = 6, basis_heldout = 8, spec_heldout = 32, eval = 200, score = 60,
+    levels = "8,8,8", specific = "dev",
 } or {
-    max_mb = 3, seq_len = 129, vocab = 4096, steps = 2000, batch = 16, T_r = 100,
-    eval_every = 100, layers = 4, width = 128, heads = 4, align_batch = 16, lr = 2e-3,
-    basis_heldout = 32, spec_heldout = 256, score = 0, score5 = 500, beta = 0.1,
+    max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 600, batch = 16, T_r = 15,
+    eval_every = 60, layers = 2, width = 96, heads = 4, align_batch = 2, lr = 3e-3,
+    basis_docs = 20, basis_heldout = 16, spec_heldout = 64, eval = 1500, score = 500,
+    levels = "64,64,64", specific = "a,dev",
 }
 local steps = a.steps or preset.steps
 local levels = {}
-for v in a.levels:gmatch("%d+") do levels[#levels + 1] = tonumber(v) end
-
+for v in (a.levels or preset.levels):gmatch("%d+") do levels[#levels + 1] = tonumber(v) end
+local specifics = {}
+for v in (a.specific or preset.specific):gmatch("[^,]+") do
+    if v ~= "a" and v ~= "dev" then error("--specific: a or dev, got " .. v, 0) end
+    specifics[#specifics + 1] = v
+end
 local corpus = data.require_corpus(a.corpus)
 local mmlu_dir = data.require_mmlu(a.mmlu)
-local store_dir = exp.store{corpus = corpus, levels = levels, seq_len = preset.seq_len,
-                            vocab = preset.vocab, max_mb = preset.max_mb, cache = a.cache,
-                            seed = a.seed}
-local store = dga.store_open(store_dir)
-local tok = store:tokenizer()
 
--- ---- the specific set and the evaluation set --------------------------------------------
-local mm = dga.mmlu_load(mmlu_dir)
-local q_spec = a.dev and mm:split("dev") or mm:split("a", a.seed)
-local q_eval = mm:split("b", a.seed)
+local function every_mth(list, n)
+    if n <= 0 or #list <= n then return list end
+    local out, stride = {}, #list / n
+    for i = 1, n do out[i] = list[math.floor((i - 1) * stride) + 1] end
+    return out
+end
+
 local function rendered(questions)
     local out = {}
     for i, q in ipairs(questions) do out[i] = dga.mmlu_render(q, {with_answer = true}) end
     return out
 end
-local spec_texts = rendered(q_spec)
-local spec_train = exp.text_seqs(tok, spec_texts, preset.seq_len)
--- The held-out loss during training: MMLU_b questions in a seeded random order (MMLU_b is
--- sorted by subject, so its first sequences would all be abstract algebra), as many as fill
--- spec_heldout sequences. The final loss is on all of MMLU_b.
-local shuffled = {}
-for i, q in ipairs(q_eval) do shuffled[i] = q end
-dga.rng(a.seed + 7):shuffle(shuffled)
-local spec_heldout = exp.text_seqs(tok, rendered(shuffled), preset.seq_len, preset.spec_heldout)
-local eval_all = exp.text_seqs(tok, rendered(q_eval), preset.seq_len)
--- Accuracy on fixed subsets of MMLU_b (every m-th question: all subjects represented).
-local function every_mth(n)
-    if n <= 0 or #q_eval <= n then return q_eval end
-    local out, stride = {}, #q_eval / n
-    for i = 1, n do out[i] = q_eval[math.floor((i - 1) * stride) + 1] end
+
+local D
+local function setup()
+    if D then return D end
+    local splits = require "dgalib.splits"
+    local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {},
+                             specific_heldout_docs = 0, basis_docs = preset.basis_docs,
+                             basis_heldout_docs = a.quick and 3 or 6, generic_heldout_docs = 2,
+                             max_mb = preset.max_mb}
+    local store_dir = plan:store{levels = levels, seq_len = preset.seq_len, vocab = preset.vocab,
+                                 cache = a.cache}
+    local store = dga.store_open(store_dir)
+    local tok = store:tokenizer()
+    local L = preset.seq_len
+    local mm = dga.mmlu_load(mmlu_dir)
+    local q_eval = mm:split("b", a.data_seed)
+    local shuffled = {}
+    for i, q in ipairs(q_eval) do shuffled[i] = q end
+    dga.rng(a.data_seed + 7):shuffle(shuffled)
+    local spec_heldout = C.seqs(tok, rendered(shuffled), L, preset.spec_heldout)
+    local q_final = every_mth(q_eval, a.eval or preset.eval)
+    local eval_seqs = C.seqs(tok, rendered(q_final), L)
+    local spec = {}
+    for _, which in ipairs(specifics) do
+        local qs = which == "dev" and mm:split("dev") or mm:split("a", a.data_seed)
+        local texts = rendered(qs)
+        spec[which] = {questions = #qs, texts = texts, train = C.seqs(tok, texts, L)}
+    end
+    local heldout = {mmlu_b = eval_seqs, mmlu_b_sample = spec_heldout,
+                     generic = plan:interleaved_seqs("generic_heldout", tok, L, 4, plan:sources())}
+    local inputs = {store = splits.store_seqs(store)}
+    for which, s in pairs(spec) do inputs["specific_train " .. which] = s.train end
+    local sources = {}
+    for _, d in ipairs(plan:sources()) do
+        local bt = plan:texts(d, "basis")
+        local held = C.seqs(tok, plan:texts(d, "basis_heldout"), L, preset.basis_heldout)
+        if #bt > 0 and held then
+            sources[#sources + 1] = {name = d, texts = bt, heldout = held}
+            heldout["basis_heldout " .. d] = held
+            local bs = C.seqs(tok, bt, L)
+            if bs then inputs["basis " .. d] = bs end
+        end
+    end
+    local kept = C.check_leaks(heldout, inputs, tok)
+    eval_seqs, spec_heldout = kept.mmlu_b, kept.mmlu_b_sample
+    for _, src in ipairs(sources) do src.heldout = kept["basis_heldout " .. src.name] end
+    D = {generic = kept.generic, plan = plan, store_dir = store_dir, store = store, tok = tok, spec = spec,
+         spec_heldout = spec_heldout, eval_seqs = eval_seqs, q_score = every_mth(q_final, a.score or preset.score),
+         sources = sources, hist = {}, n_eval = #q_final, n_b = #q_eval}
+    return D
+end
+
+-- The N (+ 1) basis sets at a level, cached per (level, specific set).
+local function basis(level, which, with_specific)
+    local d = setup()
+    local key = level .. "/" .. which
+    if not d.hist[key] then
+        local list = {}
+        for _, s in ipairs(d.sources) do
+            list[#list + 1] = {name = s.name, heldout = s.heldout, histogram = d.store:histogram(s.texts, level)}
+        end
+        d.hist[key] = {sources = list, specific = d.store:histogram(d.spec[which].texts, level)}
+    end
+    local h = d.hist[key]
+    local out = {}
+    for i, b in ipairs(h.sources) do out[i] = b end
+    if with_specific then out[#out + 1] = {name = "specific (IS)", histogram = h.specific} end
+    return out, h.specific
+end
+
+local function dist_variants(tag, with_specific, modes)
+    local out = {}
+    for _, mode in ipairs(modes) do
+        local spec = {name = "dga_dist", beta = 0.1, eta_mode = mode, label = tag .. "_" .. mode}
+        if mode == "fixed" then spec.eta = a.eta end
+        out[#out + 1] = {spec = spec, with_specific = with_specific}
+    end
     return out
 end
-local q_score = every_mth(a.score or preset.score)
-local n_score5 = a.score5 or preset.score5
-local q_score5 = n_score5 > 0 and every_mth(n_score5) or nil
-local q_dev = mm:split("dev")
-io.stderr:write(string.format("specific set %s: %d questions -> %d sequences; MMLU_b: %d questions "
-                              .. "(%d held-out sequences, %d scored)\n",
-                              a.dev and "MMLU_dev" or "MMLU_a", #q_spec, spec_train:shape()[1],
-                              #q_eval, spec_heldout:shape()[1], #q_score))
 
--- ---- basis sets: the corpus domains (+ the specific set itself) --------------------------
--- Basis j's histogram: where the store's sequences from corpus domain j landed among the k
--- domains of the level (the store records each sequence's source directory). The specific
--- set's own column is its IS histogram (its texts assigned to the nearest centroids).
-local domains = data.corpus_domains(corpus)
-local basis_heldout = {}
-for _, d in ipairs(domains) do
-    -- Held-out sequences for the basis loss: the domain's last documents, tokenised. (The
-    -- store also holds them when it read the whole domain; with --quick it reads only the
-    -- first max_mb of each domain, so these are unseen.)
-    local all = dga.read_texts(corpus .. "/" .. d)
-    local tail = {}
-    for i = math.max(1, #all - 40), #all do tail[#tail + 1] = all[i] end
-    basis_heldout[d] = exp.text_seqs(tok, tail, preset.seq_len, preset.basis_heldout)
-end
-
-local function basis_for(level)
-    local k = store:k(level)
-    local names, counts = store:sources(level)
-    local b = {}
-    for j, name in ipairs(names) do
-        local h = dga.zeros(k)
-        for d = 1, k do h[d] = counts:at(d, j) end
-        b[#b + 1] = {name = name, heldout = basis_heldout[name], histogram = h:normalize()}
+local cells = {}
+for _, which in ipairs(specifics) do
+    for level = 1, #levels do
+        local group = string.format("%s/L%d", which, level)
+        local rows = {{spec = {name = "natural"}}, {spec = {name = "importance", label = "is"}}}
+        for _, r in ipairs(dist_variants("dist_n", false, {"fixed"})) do rows[#rows + 1] = r end
+        for _, r in ipairs(dist_variants("dist_n1", true, level == 1 and {"fixed", "std"} or {"fixed"})) do
+            rows[#rows + 1] = r
+        end
+        if level == 1 then
+            for _, spec in ipairs(C.dga_variants("dga", {0.1}, a.eta)) do
+                spec.label = spec.label:gsub("_ema", "")
+                rows[#rows + 1] = {spec = spec}
+            end
+        end
+        for _, r in ipairs(rows) do
+            cells[#cells + 1] = {id = group .. "/" .. C.label(r.spec), group = group, which = which,
+                                 level = level, policy = r.spec, with_specific = r.with_specific}
+        end
     end
-    b[#b + 1] = {name = "specific (IS)", histogram = store:histogram(spec_texts, level)}
-    return b
+end
+if a.policy and #a.policy > 0 then
+    -- --policy replaces the rows: each named policy runs at every level and specific set.
+    cells = {}
+    for _, which in ipairs(specifics) do
+        for level = 1, #levels do
+            for _, spec in ipairs(C.policies(a, {})) do
+                local group = string.format("%s/L%d", which, level)
+                cells[#cells + 1] = {id = group .. "/" .. C.label(spec), group = group, which = which,
+                                     level = level, policy = spec, with_specific = true}
+            end
+        end
+    end
 end
 
--- ---- runs ---------------------------------------------------------------------------------
-local function config(name, level, policy, extra)
-    local cfg = exp.run_config(a, preset, steps, name, {
-        store = {dir = store_dir, level = level},
-        specific = {train = spec_train, heldout = spec_heldout},
-        policy = policy,
-    })
-    for key, v in pairs(extra or {}) do cfg[key] = v end
-    return cfg
-end
-
--- The letter a model picks most often, and for what share of the questions: a small model
--- that always answers "A" scores the share of A answers, whatever it learnt.
-local function top_letter(score)
+-- The letter the model picks most often and its share: a model that always answers "A"
+-- scores the share of A answers, whatever it learnt.
+local function top_letter_share(score)
     local n, counts = score.loglik:shape()[1], {0, 0, 0, 0}
     for i = 1, n do
         local best = 1
         for j = 2, 4 do if score.loglik:at(i, j) > score.loglik:at(i, best) then best = j end end
         counts[best] = counts[best] + 1
     end
-    local best = 1
-    for j = 2, 4 do if counts[j] > counts[best] then best = j end end
-    return {letter = ("ABCD"):sub(best, best), share = counts[best] / n}
+    return math.max(counts[1], counts[2], counts[3], counts[4]) / n
 end
 
-local rows, dga_dirs, all_dirs = {}, {}, {}
-for level = 1, store:levels() do
-    local k = store:k(level)
-    local basis = basis_for(level)
-    local is_hist = basis[#basis].histogram
-    local runs = {
-        config(string.format("natural_k%d", k), level, {name = "natural"}, {basis = basis}),
-        config(string.format("is_k%d", k), level, {name = "importance"},
-               {basis = basis, is_histogram = is_hist}),
-        config(string.format("dga_dist_k%d", k), level, {name = "dga_dist", beta = preset.beta},
-               {basis = basis, dist = true}),
-    }
-    for _, cfg in ipairs(runs) do
-        io.stderr:write(string.format("== %s\n", cfg.name))
-        local s = exp.run(cfg, a)
+-- The data before the sweep: its children then find the store cached (and the leakage
+-- check has passed before any training).
+setup()
+local sweep = require "dgalib.sweep"
+sweep.run{
+    name = "mmlu_dist", out = a.out, args = a, cells = cells,
+    run_cell = function(cell, seed, dir, topts)
+        local d = setup()
+        local pol = C.policy_config(cell.policy)
+        local dist = pol.name == "dga_dist"
+        local b, is_hist = basis(cell.level, cell.which, cell.with_specific or not dist)
+        local cfg = exp.run_config(a, preset, steps, cell.id, {
+            store = {dir = d.store_dir, level = cell.level},
+            specific = {train = d.spec[cell.which].train, heldout = d.spec_heldout},
+            generic_heldout = d.generic, basis = b, dist = dist or nil,
+            is_histogram = is_hist, policy = pol,
+        })
+        local m, s = C.train(cfg, seed, dir, a, topts)
         local model = s.model
-        if not model then model = dga.load_checkpoint(require("trainer").latest_checkpoint(cfg.run_dir)).model end
-        local score = dga.mmlu_score(model, tok, q_score, {shots = 0})
-        local score5 = q_score5 and dga.mmlu_score(model, tok, q_score5, {shots = 5, dev = q_dev})
-        rows[#rows + 1] = {run = cfg.name, k = k, policy = cfg.policy.name,
-                           mmlu_b_loss = dga.eval_loss_seqs(model, eval_all),
-                           basis_loss = s.basis_loss, accuracy = 100 * score.accuracy,
-                           accuracy5 = score5 and 100 * score5.accuracy,
-                           answer_loss = score.answer_loss, top_letter = top_letter(score)}
-        all_dirs[#all_dirs + 1] = cfg.run_dir
-        if cfg.dist then dga_dirs[#dga_dirs + 1] = cfg.run_dir end
-    end
-end
+        m.mmlu_b_loss = dga.eval_loss_seqs(model, d.eval_seqs)
+        local score = dga.mmlu_score(model, d.tok, d.q_score, {shots = 0})
+        m.accuracy, m.answer_nll = 100 * score.accuracy, score.answer_loss
+        m.accuracy_top_letter_share = 100 * top_letter_share(score)
+        m.k = d.store:k(cell.level)
+        return m
+    end,
+}
+if a.cell then return end
 
-print(string.format("\nmmlu_dist: %d steps per run, specific set %s, %d basis sets (+ specific IS)",
-                    steps, a.dev and "MMLU_dev" or "MMLU_a", #domains))
-local columns = {{"run", "%s"}, {"k", "%d"}, {"mmlu_b_loss", "%.4f", "MMLU_b loss"},
-                 {"basis_loss", "%.4f", "avg basis loss"},
-                 {"accuracy", "%.1f", "acc % 0-shot"}}
-if q_score5 then columns[#columns + 1] = {"accuracy5", "%.1f", "acc % 5-shot"} end
-columns[#columns + 1] = {"answer_loss", "%.4f", "answer NLL"}
-exp.print_table(rows, columns, a.out .. "/table2.csv")
-print(string.format("(MMLU_b loss over all %d MMLU_b questions; accuracy on %d of them 0-shot%s; "
-                    .. "chance = 25%%)", #q_eval, #q_score,
-                    q_score5 and string.format(", %d 5-shot", #q_score5) or ""))
-local one_letter = {}
-for _, r in ipairs(rows) do
-    if r.top_letter.share >= 0.9 then
-        one_letter[#one_letter + 1] = string.format("%s %s %.0f%%", r.run, r.top_letter.letter,
-                                                    100 * r.top_letter.share)
+local d = setup()
+local n_seqs = 0
+do
+    local sz = d.store:domain_sizes(1)
+    for i = 1, #sz do n_seqs = n_seqs + sz[i] end
+end
+local lines = {string.format("Store: %d sequences of %d tokens from the plan's store documents (data seed %d); "
+                             .. "levels %s give k = %s.", n_seqs,
+                             preset.seq_len, a.data_seed, table.concat(levels, ","),
+                             (function()
+                                 local ks = {}
+                                 for l = 1, #levels do ks[l] = tostring(d.store:k(l)) end
+                                 return table.concat(ks, ", ")
+                             end)()),
+               string.format("MMLU_b: %d questions; final loss over %d of them, accuracy on %d (chance 25%%). "
+                             .. "Specific sets: %s. %d basis sources.", d.n_b, d.n_eval, #d.q_score,
+                             (function()
+                                 local s = {}
+                                 for _, w in ipairs(specifics) do
+                                     s[#s + 1] = string.format("MMLU_%s (%d questions)", w, d.spec[w].questions)
+                                 end
+                                 return table.concat(s, ", ")
+                             end)(), #d.sources),
+               "accuracy_top_letter_share is the share of questions given the model's most frequent letter: "
+               .. "near 100, accuracy is that letter's frequency (chance), not knowledge."}
+local report = require "report"
+-- Accuracy at chance, said per run from the summaries: a run that gives one letter to at
+-- least 90% of the questions scores that letter's frequency.
+local col, chance, total = report.collect(a.out), {}, 0
+for _, id in ipairs(col.order) do
+    for seed, m in pairs(col.cells[id].seeds) do
+        total = total + 1
+        if (m.accuracy_top_letter_share or 0) >= 90 then chance[#chance + 1] = id .. " seed " .. seed end
     end
 end
-if #one_letter > 0 then
-    print("(0-shot: these runs give one letter to at least 90% of the questions, so their accuracy "
-          .. "is that letter's share of the answers, not knowledge: " .. table.concat(one_letter, ", ") .. ")")
+if #chance == total and total > 0 then
+    lines[#lines + 1] = string.format("**Accuracy is at chance in every run** (%d of %d give one letter to at least "
+                                      .. "90%% of the questions): the accuracy column measures the letter "
+                                      .. "distribution of MMLU_b, not knowledge; the losses are the outcomes that "
+                                      .. "say something at this scale.", #chance, total)
+elseif #chance > 0 then
+    lines[#lines + 1] = string.format("Accuracy is at chance (one letter for at least 90%% of the questions) in %d of "
+                                      .. "%d runs: %s.", #chance, total, table.concat(chance, ", "))
 end
-print("(natural = the paper's 'uniform' baseline: every generic sequence equally likely)")
-if not a.no_plot then
-    local plot = require "plot"
-    local runs = {}
-    for i, d in ipairs(all_dirs) do runs[i] = plot.read_run(d) end
-    local f = plot.loss_figure(runs, a.out .. "/plots", {title = "MMLU_b loss", ylabel = "MMLU_b loss"})
-    print("figure: " .. f.png)
-    for _, d in ipairs(dga_dirs) do
-        local g = plot.weights_figure(plot.read_run(d), a.out .. "/plots", {top = 8})
-        if g then print("figure: " .. g.png) end
-    end
-end
-runinfo.write_atomic(a.out .. "/README.txt",
-    "mmlu_dist runs: table2.csv (the comparison), plots/ (losses, distribution weights)\n")
+C.note(a.out .. "/notes.md", table.concat(lines, "\n\n") .. "\n")
+print(table.concat(lines, "\n"))
+report.experiment("mmlu_dist", a.out, {plot = not a.no_plot, reference = "natural",
+    metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share", "l1_mean"},
+    pareto = {x = "basis_mean", y = "mmlu_b_loss", title = "MMLU_b loss against mean basis loss (95% CI)",
+              xlabel = "mean basis held-out loss", ylabel = "MMLU_b loss"}})

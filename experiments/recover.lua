@@ -1,157 +1,227 @@
 -- Theorem 1 as an experiment: when the specific set is itself a mixture of generic domains,
--- DGA's weights move towards that mixture.
+-- DGA's weights move towards the mixture that minimises the specific loss.
 --
---   dgalua experiments/recover.lua [--quick] [--mix 0.7,0.3] [--domains 1,2]
+--   dgalua experiments/recover.lua [--quick] [--seeds 1,2,3] [--jobs 2] [--mix 0.7,0.3]
 --
--- The generic pool is a domain store over the corpus (k coarse domains). The specific set is
--- drawn from two of its domains in the proportions --mix (held-out sequences: the last ones
--- of each domain, removed from sampling), so the target mixture alpha* puts mix[1] on the
--- first domain, mix[2] on the second, 0 elsewhere. DGA (with EMA) starts from the natural
--- mixture; the script prints the total-variation distance TV(alpha_t, alpha*) at every
--- update, and the same distance for the natural mixture as the reference.
-local argparse = require "argparse"
+-- The generic pool is a store of the "store" documents of a splits plan (--data-seed),
+-- clustered into k coarse domains. The specific set is drawn from two of its domains (the two
+-- largest, or --domains) in the proportions --mix: the planted mixture alpha* puts mix[1] on
+-- the first, mix[2] on the second and 0 elsewhere. Its sequences are the last ones of each of
+-- the two domains, which a per-domain budget removes from sampling; the generic held-out set
+-- is documents kept out of the store. The leakage check runs on exactly the sequences that
+-- can be sampled.
+-- Cells: DGA with the fixed eta (ETA below, beta = 1 and beta = 0.1) and with the adaptive one
+-- (beta = 1); and a grid of static mixtures w on the first domain, 1 - w on the second
+-- (--grid), trained the same way, which locates the empirical best static mixture.
+-- Output: the runs with summary.json (DGA: tv_planted, tv_natural, share of the first domain,
+-- mass on both), <out>/notes.md (the best static mixture against DGA's final weights, written
+-- from the run directories) and figures.
+local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 local exp = require "dgalib.experiment"
 local data = require "dgalib.data"
-local csvlog = require "dgalib.csvlog"
 
-local p = argparse("recover.lua", "DGA recovers a known target mixture (Theorem 1).")
-exp.add_common_options(p, {out = "runs/recover"})
+-- The fixed DGA step size: eta = 3, calibrated by experiments/calibrate_eta.lua on lowdata's
+-- quick model (docs/calibrate_eta.csv; the sweep's result is in lowdata.lua). Same depth,
+-- same raw-alignment normalisation.
+local ETA = 3
+
+local p = C.parser("recover.lua", "DGA recovers a known target mixture (Theorem 1).", "runs/recover")
 p:option("--mix", "Proportions of the two source domains in the specific set.", "0.7,0.3")
-p:option("--domains", "The two store domains (1-based, level 1) the specific set is made of; "
-         .. "default: the two largest.")
+p:option("--domains", "The two store domains (1-based) the specific set is made of; default: the "
+         .. "two largest.")
 p:option("--k", "Domains of the generic pool.", "8"):convert(tonumber)
-p:option("--eta", "Fixed DGA step size (default: set against std(a), the policy's eta_mode 'std').")
-    :convert(tonumber)
-p:option("--target-change", "Log-weight change per update when eta is set against std(a).", "0.1")
-    :convert(tonumber)
-p:option("--beta", "EMA coefficient of DGA.", "0.1"):convert(tonumber)
-local a = p:parse(arg)
-if a.threads and dga.set_threads then dga.set_threads(a.threads) end
+p:option("--eta", "Fixed DGA step size.", tostring(ETA)):convert(tonumber)
+p:option("--grid", "Static mixtures: weights of the first source domain, comma separated.")
+local a = C.parse(p)
 
 local preset = a.quick and {
-    max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 1200, batch = 16, T_r = 10,
-    eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 16, lr = 3e-3, n_spec = 160,
+    max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 240, batch = 16, T_r = 6,
+    eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 4, lr = 3e-3, n_spec = 160,
+    grid = "0,0.5,1",
 } or {
-    max_mb = 2, seq_len = 129, vocab = 4096, steps = 3000, batch = 16, T_r = 25,
-    eval_every = 100, layers = 4, width = 128, heads = 4, align_batch = 32, lr = 2e-3, n_spec = 512,
+    max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 1200, batch = 16, T_r = 20,
+    eval_every = 60, layers = 2, width = 96, heads = 4, align_batch = 8, lr = 3e-3, n_spec = 320,
+    grid = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1",
 }
 local steps = a.steps or preset.steps
 local mix = {}
 for v in a.mix:gmatch("[%d.]+") do mix[#mix + 1] = tonumber(v) end
-assert(#mix == 2 and math.abs(mix[1] + mix[2] - 1) < 1e-6, "--mix: two proportions summing to 1")
-
+if not (#mix == 2 and math.abs(mix[1] + mix[2] - 1) < 1e-6) then
+    error("--mix: two proportions summing to 1, got " .. a.mix, 0)
+end
+local grid = {}
+for v in (a.grid or preset.grid):gmatch("[%d.]+") do grid[#grid + 1] = tonumber(v) end
 local corpus = data.require_corpus(a.corpus)
-local store_dir = exp.store{corpus = corpus, levels = {a.k}, seq_len = preset.seq_len,
-                            vocab = preset.vocab, max_mb = preset.max_mb, cache = a.cache,
-                            seed = a.seed}
-local store = dga.store_open(store_dir)
-local k, L = store:k(1), store:seq_len()
-local sizes = {}
-do
+
+local D
+local function setup()
+    if D then return D end
+    local splits = require "dgalib.splits"
+    local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {},
+                             specific_heldout_docs = 0, basis_docs = 0,
+                             generic_heldout_docs = a.quick and 3 or 6, max_mb = preset.max_mb}
+    local store_dir = plan:store{levels = {a.k}, seq_len = preset.seq_len, vocab = preset.vocab,
+                                 cache = a.cache}
+    local store = dga.store_open(store_dir)
+    local tok = store:tokenizer()
+    local k, L = store:k(1), store:seq_len()
+    local sizes = {}
     local st = store:domain_sizes(1)
-    for d = 1, k do sizes[d] = math.tointeger(st[d]) or math.floor(st[d]) end
-end
-
-local pair = {}
-if a.domains then
-    for v in a.domains:gmatch("%d+") do pair[#pair + 1] = tonumber(v) end
-else
-    local order = {}
-    for d = 1, k do order[d] = d end
-    table.sort(order, function(x, y) return sizes[x] > sizes[y] end)
-    pair = {order[1], order[2]}
-end
-
--- Specific set: the last n_d sequences of each of the two domains (n_d = mix_d * n_spec),
--- taken out of sampling with the budget; train / held-out split inside each.
-local n_of = {math.floor(mix[1] * preset.n_spec + 0.5), math.floor(mix[2] * preset.n_spec + 0.5)}
-for i = 1, 2 do
-    if n_of[i] * 3 > sizes[pair[i]] then
-        n_of[i] = math.floor(sizes[pair[i]] / 3)
+    for d = 1, k do sizes[d] = math.floor(st[d]) end
+    local pair = {}
+    if a.domains then
+        for v in a.domains:gmatch("%d+") do pair[#pair + 1] = tonumber(v) end
+    else
+        local order = {}
+        for d = 1, k do order[d] = d end
+        table.sort(order, function(x, y) return sizes[x] > sizes[y] end)
+        pair = {order[1], order[2]}
     end
+    -- n_d = mix_d * n_spec sequences from the end of domain d, at most a third of it, with the
+    -- proportions kept exact after capping.
+    local n_of = {math.floor(mix[1] * preset.n_spec + 0.5), math.floor(mix[2] * preset.n_spec + 0.5)}
+    for i = 1, 2 do n_of[i] = math.min(n_of[i], sizes[pair[i]] // 3) end
+    if n_of[1] / mix[1] > n_of[2] / mix[2] then
+        n_of[1] = math.floor(n_of[2] / mix[2] * mix[1] + 0.5)
+    else
+        n_of[2] = math.floor(n_of[1] / mix[1] * mix[2] + 0.5)
+    end
+    local rows, budget = {}, {}
+    for d = 1, k do budget[d] = sizes[d] end
+    for i = 1, 2 do
+        local d = pair[i]
+        for j = 1, n_of[i] do rows[#rows + 1] = {d, sizes[d] - j + 1} end
+        budget[d] = sizes[d] - n_of[i]
+    end
+    -- Interleaved (a data-seeded shuffle), so both parts keep the proportions.
+    dga.rng(a.data_seed + 100):shuffle(rows)
+    local n = #rows
+    local seqs = dga.zeros(n, L, "int32")
+    for r, pr in ipairs(rows) do
+        seqs:narrow(r, 1):copy_(store:sequence(1, pr[1], pr[2]):reshape(1, L))
+    end
+    local n_held = math.max(8, n // 5)
+    local spec_train, spec_heldout = seqs:narrow(1, n - n_held):clone(), seqs:narrow(n - n_held + 1, n_held):clone()
+    local generic = plan:interleaved_seqs("generic_heldout", tok, L, 8, plan:sources())
+    -- What can be sampled: the first budget[d] sequences of every domain.
+    local total = 0
+    for d = 1, k do total = total + budget[d] end
+    local sampled = dga.zeros(total, L, "int32")
+    local r = 1
+    for d = 1, k do
+        for j = 1, budget[d] do
+            sampled:narrow(r, 1):copy_(store:sequence(1, d, j):reshape(1, L))
+            r = r + 1
+        end
+    end
+    local kept = C.check_leaks({specific = spec_heldout, generic = generic},
+                               {specific_train = spec_train, sampled_store = sampled}, tok)
+    spec_heldout, generic = kept.specific, kept.generic
+    local target, natural = {}, {}
+    for d = 1, k do target[d], natural[d] = 0, budget[d] / total end
+    target[pair[1]], target[pair[2]] = mix[1], mix[2]
+    D = {store_dir = store_dir, k = k, pair = pair, n_of = n_of, budget = budget, target = target,
+         natural = natural, spec_train = spec_train, spec_heldout = spec_heldout, generic = generic}
+    return D
 end
--- Keep the proportions exact after capping.
-if n_of[1] / mix[1] > n_of[2] / mix[2] then
-    n_of[1] = math.floor(n_of[2] / mix[2] * mix[1] + 0.5)
-else
-    n_of[2] = math.floor(n_of[1] / mix[1] * mix[2] + 0.5)
-end
-local spec_rows = {}
-local budget = {}
-for d = 1, k do budget[d] = sizes[d] end
-for i = 1, 2 do
-    local d = pair[i]
-    for j = 1, n_of[i] do spec_rows[#spec_rows + 1] = {d, sizes[d] - j + 1} end
-    budget[d] = sizes[d] - n_of[i]
-end
--- Interleave so both the training part and the held-out part keep the proportions.
-local n = #spec_rows
-local seqs = dga.zeros(n, L, "int32")
-local rng = dga.rng(a.seed + 100)
-for i = n, 2, -1 do
-    local j = rng:below(i) + 1
-    spec_rows[i], spec_rows[j] = spec_rows[j], spec_rows[i]
-end
-for r, pr in ipairs(spec_rows) do
-    seqs:narrow(r, 1):copy_(store:sequence(1, pr[1], pr[2]):reshape(1, L))
-end
-local spec_train, spec_heldout = exp.split(seqs, math.max(8, n // 5))
 
-local target = {}
-for d = 1, k do target[d] = 0 end
-target[pair[1]], target[pair[2]] = mix[1], mix[2]
-local function tv(w)
+local function tv(w, target)
     local s = 0
-    for d = 1, k do s = s + math.abs(w[d] - target[d]) end
+    for d = 1, #target do s = s + math.abs((w[d] or 0) - target[d]) end
     return s / 2
 end
 
-local policy = {name = "dga", beta = a.beta, target_change = a.target_change}
-if a.eta then policy.eta, policy.eta_mode, policy.target_change = a.eta, "fixed", nil end
-local cfg = exp.run_config(a, preset, steps, "dga", {
-    store = {dir = store_dir, level = 1}, budget = budget,
-    specific = {train = spec_train, heldout = spec_heldout},
-    policy = policy,
-})
-io.stderr:write(string.format("specific set: %d sequences of domain %d + %d of domain %d\n",
-                              n_of[1], pair[1], n_of[2], pair[2]))
-local s = exp.run(cfg, a)
+local cells = {}
+local specs = C.policies(a, C.dga_variants("dga", {1, 0.1}, a.eta))
+for _, spec in ipairs(specs) do
+    if not (spec.name == "dga" and spec.beta ~= 1 and spec.eta_mode == "std") then
+        cells[#cells + 1] = {id = "mix/" .. C.label(spec), group = "mix", policy = spec}
+    end
+end
+for _, w in ipairs(grid) do
+    cells[#cells + 1] = {id = string.format("static/w%.2f", w), group = "static", static = w}
+end
 
--- Distances at every logged update.
-local by_step = {}
-for _, r in ipairs(csvlog.read_records(cfg.run_dir .. "/weights.csv")) do
-    by_step[r.step] = by_step[r.step] or {}
-    by_step[r.step][r.domain] = r.weight
-end
-local steps_list = {}
-for st in pairs(by_step) do steps_list[#steps_list + 1] = st end
-table.sort(steps_list)
-local natural = {}
-local total = 0
-for d = 1, k do total = total + budget[d] end
-for d = 1, k do natural[d] = budget[d] / total end
+-- The data before the sweep: its children then find the store cached (and the leakage
+-- check has passed before any training).
+setup()
+local sweep = require "dgalib.sweep"
+sweep.run{
+    name = "recover", out = a.out, args = a, cells = cells,
+    run_cell = function(cell, seed, dir, topts)
+        local d = setup()
+        local policy, hist = C.policy_config(cell.policy or {}), nil
+        if cell.static then
+            hist = dga.zeros(d.k)
+            hist[d.pair[1]], hist[d.pair[2]] = cell.static, 1 - cell.static
+            policy = {name = "importance"}
+        end
+        local cfg = exp.run_config(a, preset, steps, cell.id, {
+            store = {dir = d.store_dir, level = 1}, budget = d.budget,
+            specific = {train = d.spec_train, heldout = d.spec_heldout},
+            generic_heldout = d.generic, is_histogram = hist, policy = policy,
+        })
+        local m, s = C.train(cfg, seed, dir, a, topts)
+        local w = s.weights
+        if w and not cell.static then
+            local w1, w2 = w[d.pair[1]], w[d.pair[2]]
+            m.tv_planted, m.tv_natural = tv(w, d.target), tv(d.natural, d.target)
+            m.w_first, m.mass_both = w1 / (w1 + w2), w1 + w2
+        end
+        if cell.static then m.static_w = cell.static end
+        return m
+    end,
+}
+if a.cell then return end
 
-print(string.format("\nrecover: target mixture %.2f x domain %d + %.2f x domain %d (k = %d)",
-                    mix[1], pair[1], mix[2], pair[2], k))
-print(string.format("TV(natural mixture, target) = %.4f", tv(natural)))
-local rows = {}
-for _, st in ipairs(steps_list) do
-    local w = by_step[st]
-    local w1, w2 = w[pair[1]], w[pair[2]]
-    rows[#rows + 1] = {step = st, tv = tv(w), w1 = w1, w2 = w2, support = w1 + w2,
-                       share = w1 / (w1 + w2)}
+-- The best static mixture (lowest mean final specific loss over seeds) and DGA's distance to
+-- it, from the run directories.
+local report = require "report"
+local stats = require "dgalib.stats"
+local col = report.collect(a.out)
+local best, best_loss
+for _, id in ipairs(col.order) do
+    local c = col.cells[id]
+    if c.group == "static" then
+        local xs = {}
+        for seed, m in pairs(c.seeds) do xs[seed] = m.specific_final end
+        local s = stats.summary(xs)
+        if s.mean and (not best_loss or s.mean < best_loss) then best, best_loss = c, s.mean end
+    end
 end
--- Besides TV: the mass on the two source domains (target: 1) and the first one's share of
--- it (target: mix[1]).
-exp.print_table(rows, {{"step", "%d"}, {"tv", "%.4f", "TV(alpha, target)"},
-                       {"w1", "%.4f", "w[" .. pair[1] .. "]"}, {"w2", "%.4f", "w[" .. pair[2] .. "]"},
-                       {"support", "%.3f", "mass on both (-> 1)"},
-                       {"share", "%.3f", string.format("share of %d (-> %.2f)", pair[1], mix[1])}},
-                a.out .. "/distance.csv")
-print(string.format("final specific loss %.4f; TV went %.4f -> %.4f", s.specific_loss or 0/0,
-                    rows[1].tv, rows[#rows].tv))
-if not a.no_plot then
-    local plot = require "plot"
-    local g = plot.weights_figure(plot.read_run(cfg.run_dir), a.out .. "/plots", {top = 8})
-    if g then print("figure: " .. g.png) end
+local lines = {}
+if best then
+    local w_best
+    for _, m in pairs(best.seeds) do w_best = m.static_w end
+    lines[#lines + 1] = string.format("Planted mixture: %.2f / %.2f. Best static mixture of the grid (lowest mean "
+        .. "final specific loss): w = %.2f (%s).", mix[1], mix[2], w_best,
+        report.fmt_summary(stats.summary((function()
+            local xs = {}
+            for seed, m in pairs(best.seeds) do xs[seed] = m.specific_final end
+            return xs
+        end)())))
+    lines[#lines + 1] = ""
+    lines[#lines + 1] = "| DGA cell | share of the first domain (final) | planted | best static "
+                        .. "| |share - planted| | |share - best static| |"
+    lines[#lines + 1] = "|---|---|---|---|---|---|"
+    for _, id in ipairs(col.order) do
+        local c = col.cells[id]
+        if c.group == "mix" then
+            local share, dp, db = {}, {}, {}
+            for seed, m in pairs(c.seeds) do
+                if m.w_first then
+                    share[seed] = m.w_first
+                    dp[seed] = math.abs(m.w_first - mix[1])
+                    db[seed] = math.abs(m.w_first - w_best)
+                end
+            end
+            lines[#lines + 1] = string.format("| %s | %s | %.2f | %.2f | %s | %s |", c.label,
+                report.fmt_summary(stats.summary(share), "%.3f"), mix[1], w_best,
+                report.fmt_summary(stats.summary(dp), "%.3f"), report.fmt_summary(stats.summary(db), "%.3f"))
+        end
+    end
 end
+C.note(a.out .. "/notes.md", table.concat(lines, "\n") .. "\n")
+print(table.concat(lines, "\n"))
+report.experiment("recover", a.out, {plot = not a.no_plot, reference = "dga_fixed",
+    metrics = {"tv_planted", "w_first", "mass_both", "tv_natural", "specific_final"}})

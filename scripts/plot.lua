@@ -250,6 +250,68 @@ function M.series_figure(out, stem, xlabels, series, opts)
     return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
 end
 
+-- Curves across seeds: for each series the mean against x with its 95% interval as a shaded
+-- band (series = list of {name =, rows = {{x, mean, lo, hi}, ...}}; lo = hi = mean where one
+-- seed gives no interval).
+function M.band_figure(out, stem, series, opts)
+    opts = opts or {}
+    runinfo.mkdir_p(out)
+    local bands, lines = {}, {}
+    for j, sr in ipairs(series) do
+        local rows = {}
+        for _, r in ipairs(sr.rows) do
+            rows[#rows + 1] = string.format("%.9g %.9g %.9g %.9g", r[1], r[2], r[3] or r[2], r[4] or r[2])
+        end
+        local dat = string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(sr.name))
+        runinfo.write_atomic(dat, "# x mean ci_lo ci_hi\n" .. table.concat(rows, "\n") .. "\n")
+        local colour = gq(PALETTE[(j - 1) % #PALETTE + 1])
+        bands[#bands + 1] = string.format("%s using 1:3:4 with filledcurves fs transparent solid 0.18 "
+                                          .. "noborder lc rgb %s notitle", gq(dat), colour)
+        lines[#lines + 1] = string.format("%s using 1:2 with lines lw 2 lc rgb %s title %s",
+                                          gq(dat), colour, gq(sr.name))
+    end
+    local preamble = table.concat({
+        "set termoption noenhanced",
+        "set title " .. gq(opts.title or stem),
+        "set xlabel " .. gq(opts.xlabel or "step"),
+        "set ylabel " .. gq(opts.ylabel or ""),
+        opts.yrange and ("set yrange " .. opts.yrange) or "set autoscale y",
+        "set key top right",
+        "set grid",
+    }, "\n")
+    local all = {}
+    for _, b in ipairs(bands) do all[#all + 1] = b end
+    for _, l in ipairs(lines) do all[#all + 1] = l end
+    return write_and_plot(out, stem, preamble, "plot " .. table.concat(all, ", \\\n     "))
+end
+
+-- One point per row with its 95% intervals on both axes (the paper's Pareto figure of
+-- section 3.2: x = mean basis loss, y = specific loss). points = list of {name =, x =,
+-- x_lo =, x_hi =, y =, y_lo =, y_hi =} (missing bounds: the point alone).
+function M.pareto_figure(out, stem, points, opts)
+    opts = opts or {}
+    runinfo.mkdir_p(out)
+    local plots = {}
+    for j, pt in ipairs(points) do
+        local dat = string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(pt.name))
+        runinfo.write_atomic(dat, string.format("# x y x_lo x_hi y_lo y_hi\n%.9g %.9g %.9g %.9g %.9g %.9g\n",
+            pt.x, pt.y, pt.x_lo or pt.x, pt.x_hi or pt.x, pt.y_lo or pt.y, pt.y_hi or pt.y))
+        plots[#plots + 1] = string.format("%s using 1:2:3:4:5:6 with xyerrorbars pt 7 ps 1.2 lw 2 "
+                                          .. "lc rgb %s title %s", gq(dat),
+                                          gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(pt.name))
+    end
+    local preamble = table.concat({
+        "set termoption noenhanced",
+        "set title " .. gq(opts.title or stem),
+        "set xlabel " .. gq(opts.xlabel or "mean basis held-out loss"),
+        "set ylabel " .. gq(opts.ylabel or "specific loss"),
+        "set key outside right top",
+        "set grid",
+        "set offsets graph 0.08, graph 0.08, graph 0.08, graph 0.08",
+    }, "\n")
+    return write_and_plot(out, stem, preamble, "plot " .. table.concat(plots, ", \\\n     "))
+end
+
 -- All figures for a list of run directories.
 function M.plot_runs(dirs, out, opts)
     opts = opts or {}

@@ -17,8 +17,17 @@
 -- underflows to an exact 0 (at k = 262,144, exp of a large negative log-weight does) and
 -- every domain can come back; each domain keeps at least floor / k.
 --
--- Logged at each update (ctx.log): g_spe_sq = |g_spe|^2, mean_abs_a, std_a, eta,
--- max_weight (of alpha), entropy (of alpha, nats).
+-- Logged at each update (ctx.log): g_spe_sq = |g_spe|^2, mean_abs_a, std_a, eta (the step
+-- size this update used: the constant in "fixed" mode, target_change / std(a) in "std"),
+-- max_weight (of alpha), entropy (of alpha, nats), l1_change = sum_i |w_i - w_i'| of the
+-- returned (sampling) weights and alpha_l1_change of alpha. The experiments report the mean
+-- l1_change per update: with eta fixed, how far the mixture moves is the effect under study,
+-- while the "std" mode pins the log-weight move to target_change whatever the alignments say.
+--
+-- A fixed eta multiplies the raw alignments, whose scale is |g|^2 (it falls as training
+-- proceeds), so one eta fits one model size and normalisation: experiments calibrate it once
+-- (experiments/calibrate_eta.lua). Non-finite alignments are an error naming the update,
+-- never NaN weights.
 local policies = require "policies"
 
 local M = {}
@@ -79,6 +88,12 @@ function M.mirror_step(alpha, a, eta, floor, uniform)
     return new
 end
 
+local function l1(x, y)
+    local s = 0
+    for i = 1, #x do s = s + math.abs(x[i] - y[i]) end
+    return s
+end
+
 local function entropy(p)
     local h = 0
     for i = 1, #p do
@@ -103,12 +118,19 @@ function M:apply(ctx, r)
         error(string.format("policy '%s': %d alignments for %d weights", self.name, #a, #self.alpha), 2)
     end
     local eta, mean_abs, sd = M.step_size(o, a, self.uniform)
+    if not (mean_abs == mean_abs and mean_abs < math.huge and eta == eta and math.abs(eta) < math.huge) then
+        error(string.format("policy '%s': step %s: non-finite alignments or step size (mean |a| = %s, "
+                            .. "eta = %s)", self.name, tostring(ctx.step), tostring(mean_abs),
+                            tostring(eta)), 2)
+    end
+    local old_alpha, old_ema = self.alpha, self.ema
     self.alpha = M.mirror_step(self.alpha, a, eta, o.floor, self.uniform)
     -- renormalised so float32 rounding cannot drift the sum over thousands of updates
     self.ema = self.ema:scale(1 - o.beta):add_(self.alpha:scale(o.beta)):normalize_()
     if ctx.log then
         ctx.log{g_spe_sq = r.target_norm * r.target_norm, mean_abs_a = mean_abs, std_a = sd,
-                eta = eta, max_weight = self.alpha:max(), entropy = entropy(self.alpha)}
+                eta = eta, max_weight = self.alpha:max(), entropy = entropy(self.alpha),
+                l1_change = l1(self.ema, old_ema), alpha_l1_change = l1(self.alpha, old_alpha)}
     end
     return self.ema:clone()
 end

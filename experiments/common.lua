@@ -1,0 +1,205 @@
+-- What the study's experiments share (experiments/lowdata.lua, mmlu_dist.lua, recover.lua,
+-- quickstart.lua, calibrate_eta.lua): the command line, the DGA variants, one trained cell,
+-- and the metrics read back from a run directory. Not an experiment itself; each experiment
+-- loads it with
+--   local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
+--
+-- The protocol (dgalib/sweep.lua): every (cell, seed) runs in <out>/<cell>/seed-<s> and ends
+-- with a summary.json holding the flat metrics below, so the report (scripts/report.lua)
+-- reads everything from the run directories.
+local exp = require "dgalib.experiment"
+local csvlog = require "dgalib.csvlog"
+local runinfo = require "dgalib.runinfo"
+
+local C = {}
+
+-- A loss spike: an evaluation whose specific held-out loss rose, since the previous
+-- evaluation, by more than SPIKE_TAU times the running minimum of the evaluations before it.
+-- 1% of a loss near 6 is 0.06 nats: above the eval-to-eval noise of a 64-sequence held-out set
+-- late in training (a few thousandths), below the rises that repeated data causes.
+C.SPIKE_TAU = 0.01
+
+function C.count_spikes(values, tau)
+    tau = tau or C.SPIKE_TAU
+    local n, run_min = 0, math.huge
+    for i = 2, #values do
+        run_min = math.min(run_min, values[i - 1])
+        if values[i] - values[i - 1] > tau * run_min then n = n + 1 end
+    end
+    return n
+end
+
+-- The argparse parser of an experiment: the shared options, then the protocol's.
+function C.parser(name, description, out)
+    local argparse = require "argparse"
+    local p = argparse(name, description)
+    exp.add_common_options(p, {out = out})
+    require("dgalib.sweep").add_options(p)
+    return p
+end
+
+function C.parse(p)
+    local a = p:parse(arg)
+    if a.threads and dga.set_threads then dga.set_threads(a.threads) end
+    a.data_seed = a.data_seed or 1
+    return a
+end
+
+-- The DGA rows of an experiment: for each beta, the fixed step (the paper's form, `eta`
+-- calibrated once by experiments/calibrate_eta.lua) and the adaptive one (eta = 0.5 / std(a)).
+-- Each spec carries `label`, the name of its cells; the trainer never sees it.
+function C.dga_variants(name, betas, eta, extra)
+    local out = {}
+    for _, beta in ipairs(betas) do
+        local tag = beta == 1 and "" or "_ema"
+        for _, mode in ipairs{"fixed", "std"} do
+            local spec = {name = name, beta = beta, eta_mode = mode, label = name .. tag .. "_" .. mode}
+            if mode == "fixed" then spec.eta = eta end
+            for key, v in pairs(extra or {}) do spec[key] = v end
+            out[#out + 1] = spec
+        end
+    end
+    return out
+end
+
+-- The label of a policy spec (from the defaults or --policy) and the spec the trainer gets.
+function C.label(spec) return spec.label or spec.name end
+
+function C.policy_config(spec) return require("dgalib.sweep").policy_config(spec) end
+
+-- The policy specs to run: --policy's list when given (dgalib/sweep), else the defaults.
+function C.policies(a, defaults) return require("dgalib.sweep").policies(a, defaults) end
+
+-- Trains one cell in `dir` from `seed` with the trainer options the sweep gives (topts:
+-- resume from a checkpoint, overwrite a partial run), after the --set overrides; returns its
+-- flat metrics (C.metrics plus `extra`) and the trainer's summary.
+function C.train(cfg, seed, dir, a, topts, extra)
+    local sweep = require "dgalib.sweep"
+    cfg.run_dir, cfg.seed = dir, seed
+    cfg.progress = (a.jobs or 1) <= 1
+    sweep.overrides(a, cfg)
+    local s = require("trainer").run(cfg, topts or {})
+    local m = C.metrics(dir)
+    for key, v in pairs(extra or {}) do m[key] = v end
+    return m, s
+end
+
+local function numbers(recs, column)
+    local out = {}
+    for _, r in ipairs(recs or {}) do
+        local v = r[column]
+        if type(v) == "number" and v == v then out[#out + 1] = v end
+    end
+    return out
+end
+
+-- Flat metrics of a finished run directory:
+--   specific_final, specific_best, specific_gap (final - best), spikes (C.count_spikes over
+--   the specific losses of every evaluation), generic_final, basis_mean (mean basis loss,
+--   when there are bases), updates (policy updates), l1_mean (mean L1 change of the
+--   sampling weights per update; 0 for fixed policies), eta_mean (mean effective eta),
+--   epochs_max (most epochs any domain started), epochs_mean (mean over the domains drawn
+--   from), epochs_<domain> for the domains listed in `track` (e.g. the one IS favours).
+function C.metrics(dir)
+    local recs = csvlog.read_records(dir .. "/metrics.csv") or {}
+    local spec = numbers(recs, "specific_loss")
+    local m = {}
+    if #spec > 0 then
+        local best = math.huge
+        for _, v in ipairs(spec) do best = math.min(best, v) end
+        m.specific_final, m.specific_best = spec[#spec], best
+        m.specific_gap = spec[#spec] - best
+        m.spikes = C.count_spikes(spec)
+    end
+    local gen = numbers(recs, "generic_loss")
+    if #gen > 0 then m.generic_final = gen[#gen] end
+    local last = recs[#recs] or {}
+    local n, s = 0, 0
+    for key, v in pairs(last) do
+        if key:match("^basis_%d+_loss$") and type(v) == "number" and v == v then n, s = n + 1, s + v end
+    end
+    if n > 0 then m.basis_mean = s / n end
+    -- One row per (update, domain) in alignments.csv; the policy's fields repeat on each.
+    local seen, l1, eta, updates = {}, 0, 0, 0
+    for _, r in ipairs(csvlog.read_records(dir .. "/alignments.csv") or {}) do
+        if not seen[r.step] then
+            seen[r.step] = true
+            updates = updates + 1
+            l1 = l1 + (tonumber(r.l1_change) or 0)
+            eta = eta + (tonumber(r.eta) or 0)
+        end
+    end
+    m.updates = updates
+    m.l1_mean = updates > 0 and l1 / updates or 0
+    if updates > 0 then m.eta_mean = eta / updates end
+    local ep = csvlog.read_records(dir .. "/epochs.csv") or {}
+    local final = 0
+    for _, r in ipairs(ep) do if r.step > final then final = r.step end end
+    local emax, esum, en = 0, 0, 0
+    for _, r in ipairs(ep) do
+        if r.step == final and (r.drawn or 0) > 0 then
+            emax = math.max(emax, r.epochs)
+            esum, en = esum + r.epochs, en + 1
+        end
+    end
+    m.epochs_max, m.epochs_mean = emax, en > 0 and esum / en or 0
+    return m
+end
+
+-- int32 [n, L] sequences from texts, or nil when they hold less than one sequence.
+function C.seqs(tok, texts, L, max_seqs)
+    if #texts == 0 then return nil end
+    local ok, t = pcall(exp.text_seqs, tok, texts, L, max_seqs)
+    if ok then return t end
+    if tostring(t):find("not enough text", 1, true) then return nil end
+    error(t, 0)
+end
+
+-- The leakage check on an experiment's real data path, before any training. Held-out rows
+-- that share a stretch of text with an input (boilerplate the corpus repeats across
+-- documents: licence headers, generated code) are dropped first (splits.decontaminate), and
+-- the count is said; then splits.check_disjoint must find no held-out sequence in any input.
+-- heldout: {name = int32 [n, L]}; inputs: {name = tensor or texts}. Returns the kept sets.
+function C.check_leaks(heldout, inputs, tok)
+    local splits = require "dgalib.splits"
+    local kept, dropped = splits.decontaminate{heldout = heldout, inputs = inputs, tok = tok}
+    local names = {}
+    for name in pairs(dropped) do names[#names + 1] = name end
+    table.sort(names)
+    for _, name in ipairs(names) do
+        if dropped[name] > 0 then
+            io.stderr:write(string.format("decontaminate: %d rows of held-out '%s' share text with a "
+                                          .. "training input, dropped (%d kept)\n", dropped[name], name,
+                                          kept[name]:shape()[1]))
+        end
+    end
+    local r = splits.check_disjoint{heldout = kept, inputs = inputs, tok = tok}
+    io.stderr:write(string.format("leakage check: %d held-out windows, %d input rows: no shared sequence\n",
+                                  r.heldout_windows, r.input_rows))
+    return kept, dropped
+end
+
+-- Rows of several [n_i, L] tensors stacked into one.
+function C.cat(list)
+    local n, L = 0, nil
+    for _, t in ipairs(list) do
+        local sh = t:shape()
+        n, L = n + sh[1], sh[2]
+    end
+    local out = dga.zeros(n, L, "int32")
+    local r = 1
+    for _, t in ipairs(list) do
+        local m = t:shape()[1]
+        out:narrow(r, m):copy_(t)
+        r = r + m
+    end
+    return out
+end
+
+-- Writes a small text file atomically (README of an output directory).
+function C.note(path, text)
+    runinfo.mkdir_p((path:match("^(.*)/[^/]*$")) or ".")
+    runinfo.write_atomic(path, text)
+end
+
+return C

@@ -1,0 +1,206 @@
+-- The study: DGA's fixed step and what it logs, the metrics the experiments derive from a run
+-- directory (loss spikes), the report's statistics and verdicts, and every experiment's
+-- --quick run on the real data path (release pass only: under the sanitizers they would take
+-- most of the suite's time; tests/run sets DGA_SANITIZED there).
+local dga = dga or require "dga"
+local h = require "tests.lua.helpers"
+local policies = require "policies"
+
+local DATA = os.getenv("DGA_SHARED_DATA") or "../shared/data"
+local C = dofile("experiments/common.lua")
+
+local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
+
+local function ctx_with(a)
+    local ctx = {k = #a, sizes = dga.tensor({100, 100, 100}, "float32"), budget = {100, 100, 100},
+                 step = 0, history = {}, logged = {}}
+    function ctx.log(x, y)
+        local f = (x == ctx) and y or x
+        for key, v in pairs(f) do ctx.logged[key] = v end
+    end
+    function ctx.align() return {align = dga.tensor(a), target_norm = 1} end
+    return ctx
+end
+
+describe("dga with a fixed step", function()
+    it("logs the effective eta and the L1 change of the weights and of alpha", function()
+        local p = policies.get("dga", {eta = 2, beta = 0.5, floor = 0})
+        local ctx = ctx_with({1, 0, -1})
+        local w0 = p:init(ctx)
+        local w = p:update(ctx, 10)
+        assert.are.equal(2, ctx.logged.eta)
+        local l1 = 0
+        for i = 1, 3 do l1 = l1 + math.abs(w[i] - w0[i]) end
+        assert.is_true(close(ctx.logged.l1_change, l1, 1e-6))
+        -- beta = 0.5: the EMA moves half as far as alpha
+        assert.is_true(close(ctx.logged.alpha_l1_change, 2 * l1, 1e-5))
+        assert.is_true(l1 > 0.1)
+        -- the step does not adapt: alignments 10x smaller move the weights far less
+        local q = policies.get("dga", {eta = 2, beta = 0.5, floor = 0})
+        local ctx2 = ctx_with({0.1, 0, -0.1})
+        q:init(ctx2)
+        q:update(ctx2, 10)
+        assert.are.equal(2, ctx2.logged.eta)
+        assert.is_true(ctx2.logged.l1_change < l1 / 5)
+    end)
+
+    it("the adaptive step logs the eta it chose", function()
+        local p = policies.get("dga", {beta = 1, target_change = 0.5, floor = 0})
+        local ctx = ctx_with({0.3, 0.1, -0.1})
+        p:init(ctx)
+        p:update(ctx, 10)
+        assert.is_true(close(ctx.logged.eta, 0.5 / ctx.logged.std_a, 1e-4))
+    end)
+
+    it("non-finite alignments are an error naming the step, not NaN weights", function()
+        local p = policies.get("dga", {eta = 1, beta = 1})
+        local ctx = ctx_with({0 / 0, 0, 1})
+        ctx.step = 40
+        p:init(ctx)
+        local err = h.raises("non-finite alignments", function() p:update(ctx, 40) end)
+        h.contains(err, "step 40")
+    end)
+end)
+
+describe("experiment metrics", function()
+    it("counts a spike when the loss rises by more than tau of its running minimum", function()
+        -- rises: +0.05 (below 1% of 6.0), +0.5 (above), +0.02 (below)
+        assert.are.equal(1, C.count_spikes({7.0, 6.0, 6.05, 5.9, 6.4, 6.42}, 0.01))
+        assert.are.equal(0, C.count_spikes({7.0, 6.5, 6.0}, 0.01))
+        assert.are.equal(2, C.count_spikes({6.0, 6.2, 6.1, 6.4}, 0.01))
+    end)
+
+    it("reads final, best, gap, spikes, L1 change and epochs from a run directory", function()
+        local dir = h.tmpdir()
+        h.write(dir .. "/metrics.csv", "step,specific_loss,generic_loss,basis_1_loss,basis_2_loss\n"
+                .. "0,7.0,7.1,7,8\n10,6.0,6.5,6,7\n20,6.3,6.4,5,6\n")
+        h.write(dir .. "/alignments.csv", "step,domain,align,eta,l1_change\n10,1,0.1,2,0.4\n10,2,0.2,2,0.4\n"
+                .. "20,1,0.1,2,0.2\n20,2,0.1,2,0.2\n")
+        h.write(dir .. "/epochs.csv", "step,domain,epochs,drawn,capped\n20,1,3,30,0\n20,2,7,70,0\n20,3,0,0,0\n")
+        local m = C.metrics(dir)
+        h.rm(dir)
+        assert.are.equal(6.3, m.specific_final)
+        assert.are.equal(6.0, m.specific_best)
+        assert.is_true(close(m.specific_gap, 0.3))
+        assert.are.equal(1, m.spikes)
+        assert.are.equal(6.4, m.generic_final)
+        assert.is_true(close(m.basis_mean, 5.5))
+        assert.are.equal(2, m.updates)
+        assert.is_true(close(m.l1_mean, 0.3))
+        assert.are.equal(7, m.epochs_max)
+        assert.are.equal(5, m.epochs_mean)
+    end)
+end)
+
+describe("report", function()
+    local report = require "report"
+    local json = require "dgalib.json"
+
+    local function put(dir, cell, seed, metrics)
+        local d = string.format("%s/%s/seed-%d", dir, cell, seed)
+        assert(os.execute("mkdir -p " .. h.shell_quote(d)))
+        h.write(d .. "/summary.json", json.encode({cell = cell, seed = seed, metrics = metrics}))
+    end
+
+    it("gives verdicts from the paired interval", function()
+        assert.matches("^supported", report.verdict({n = 3, mean = -1, ci_lo = -2, ci_hi = -0.5}, "lower"))
+        assert.matches("^contradicted", report.verdict({n = 3, mean = 1, ci_lo = 0.5, ci_hi = 2}, "lower"))
+        assert.matches("^not established", report.verdict({n = 3, mean = -1, ci_lo = -2, ci_hi = 0.5}, "lower"))
+        assert.matches("^supported", report.verdict({n = 3, mean = 1, ci_lo = 0.5, ci_hi = 2}, "higher"))
+        assert.matches("^n=1", report.verdict({n = 1, mean = -1}, "lower"))
+    end)
+
+    it("tables cells over seeds with paired differences and the reference's noise floor", function()
+        local dir = h.tmpdir()
+        -- natural: 6.0, 6.2, 6.4 (sd 0.2, mean pair gap (0.2 + 0.4 + 0.2) / 3); dga lower by
+        -- exactly 0.1 on every seed: the paired interval collapses to -0.1
+        for s, v in ipairs{6.0, 6.2, 6.4} do
+            put(dir, "t/b3/natural", s, {specific_final = v})
+            put(dir, "t/b3/dga", s, {specific_final = v - 0.1})
+        end
+        local r = report.experiment("toy", dir, {plot = false, quiet = true, reference = "natural",
+            metrics = {"specific_final"},
+            claims = {{x = "dga", y = "natural", metric = "specific_final", better = "lower", text = "dga wins"}}})
+        local md = h.read(dir .. "/table.md")
+        h.rm(dir)
+        assert.are.equal(r.md, md)
+        h.contains(md, "| natural | 3 | 6.2000 [")
+        h.contains(md, "| 0.2000 / 0.2667 |")
+        h.contains(md, "| dga | 3 | 6.1000 [")
+        h.contains(md, "-0.1000 [-0.1000, -0.1000]")
+        h.contains(md, "supported (CI excludes 0)")
+    end)
+
+    it("writes results.md from the run directories alone", function()
+        local study, docs = h.tmpdir(), h.tmpdir()
+        for s, v in ipairs{1.0, 1.5} do
+            put(study .. "/quickstart", "t/uniform", s, {specific_final = v})
+            put(study .. "/quickstart", "t/dga_ema_fixed", s, {specific_final = v + 1})
+        end
+        report.results(study, docs, {plot = false, quiet = true})
+        local md = h.read(docs .. "/results.md")
+        h.rm(study)
+        h.rm(docs)
+        h.contains(md, "## Quickstart")
+        h.contains(md, "| uniform | 2 | 1.2500 [")
+        h.contains(md, "| dga_ema_fixed | 2 | 2.2500 [")
+    end)
+end)
+
+-- The --quick runs, through the dgalua executable, on the shared data: each must finish,
+-- write a summary.json per cell, pass the leakage check on its data path, and print its table.
+describe("experiments --quick", function()
+    local DGALUA = h.DGALUA
+    local function skip_reason()
+        if os.getenv("DGA_SANITIZED") then return "sanitizer pass: the release pass runs the experiments" end
+        if not DGALUA then return "DGALUA is not set (run through tests/run)" end
+        if not h.exists(DATA .. "/corpus/us_legislation") then return "no corpus under " .. DATA end
+        return nil
+    end
+    local tmp
+    setup(function() if not skip_reason() then tmp = h.tmpdir("cache") end end)
+    teardown(function() h.rm(tmp) end)
+
+    local function count_summaries(dir)
+        local p = io.popen("find " .. h.shell_quote(dir) .. " -name summary.json | wc -l")
+        local n = tonumber(p:read("a"))
+        p:close()
+        return n
+    end
+
+    local function run(name, cells, extra)
+        local reason = skip_reason()
+        if reason then pending(reason) return end
+        local out = tmp .. "/" .. name
+        local cmd = string.format("%s experiments/%s.lua --quick --jobs 2 --threads 1 --no-plot --out %s "
+                                  .. "--cache %s --corpus %s %s", h.shell_quote(DGALUA), name,
+                                  h.shell_quote(out), h.shell_quote(tmp .. "/cache"),
+                                  h.shell_quote(DATA .. "/corpus"), extra or "")
+        local code, stdout, stderr = h.run(cmd, tmp .. "/" .. name .. ".err")
+        assert.are.equal(0, code, stdout .. stderr)
+        h.contains(stderr, "leakage check:")
+        assert.are.equal(cells, count_summaries(out))
+        assert.is_truthy(h.read(out .. "/table.md"))
+        return out, stdout, stderr
+    end
+
+    it("lowdata", function()
+        local _, stdout = run("lowdata", 7)
+        h.contains(stdout, "| natural | 1 |")
+        h.contains(stdout, "dga_ema_fixed")
+    end)
+
+    it("recover", function()
+        local out = run("recover", 6)
+        h.contains(h.read(out .. "/notes.md"), "Best static mixture")
+    end)
+
+    it("mmlu_dist", function()
+        local out = run("mmlu_dist", 15, "--mmlu " .. h.shell_quote(DATA .. "/mmlu"))
+        h.contains(h.read(out .. "/notes.md"), "levels 8,8,8 give k =")
+    end)
+
+    it("quickstart", function()
+        run("quickstart", 3)
+    end)
+end)
