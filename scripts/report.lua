@@ -416,8 +416,8 @@ M.SECTIONS = {
                xlabel = "mean basis held-out loss", ylabel = "MMLU_b loss"},
      metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share",
                 "l1_mean"},
-     intro = "MMLU_b loss (over the MMLU_b questions the notes below count), mean held-out loss of the basis sets (documents the store never "
-          .. "saw), NLL of the correct answer's text and 0-shot accuracy. The paper (section 3.2, Table 2) "
+     intro = "MMLU_b loss (over the MMLU_b questions the notes below count), mean held-out loss of the basis sets "
+          .. "(documents the store never saw), NLL of the correct answer's text and 0-shot accuracy. The paper (section 3.2, Table 2) "
           .. "finds that DGA distribution reweighting lowers the MMLU loss below natural while keeping the "
           .. "basis loss low, and that it helps most where the specific set is small (MMLU_dev) or k is "
           .. "large (a sparse IS histogram).",
@@ -467,6 +467,10 @@ function M.results(study, docs, opts)
                  .. "The noise floor is the reference policy's own seed-to-seed sd and its mean "
                  .. "|ref(s_i) - ref(s_j)| over seed pairs: a difference below it is noise at this scale.",
                  ""}
+    if opts.note then
+        table.insert(out, 3, "**" .. opts.note .. "**")
+        table.insert(out, 4, "")
+    end
     for _, sec in ipairs(M.SECTIONS) do
         local dir = study .. "/" .. sec.name
         if runinfo.is_dir(dir) then
