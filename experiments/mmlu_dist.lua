@@ -223,6 +223,11 @@ sweep.run{
         m.accuracy, m.answer_nll = 100 * score.accuracy, score.answer_loss
         m.accuracy_top_letter_share = 100 * top_letter_share(score)
         m.k = d.store:k(cell.level)
+        -- the scores as lm-evaluation-harness reports them: per subject and category, with stderr
+        local R = require "dgalib.mmlu_results"
+        R.write(dir .. "/mmlu_results.json",
+                R.document({[0] = R.summarize(score.by_subject)},
+                           {run = cell.id, seed = seed, split = "MMLU_b", questions = #d.q_score}))
         return m
     end,
 }
