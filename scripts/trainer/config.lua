@@ -49,10 +49,16 @@ function M.prepare(cfg, level)
     -- The schedule's horizon is part of the recorded config: extending a run later with more
     -- steps does not silently reshape the learning-rate curve of the steps already done.
     cfg.schedule.total = cfg.schedule.total or cfg.steps
-    assert(type(cfg.run_dir) == "string", "trainer: cfg.run_dir (the run directory) is required")
-    assert(cfg.steps >= 1, "trainer: cfg.steps must be >= 1")
-    assert(cfg.T_r >= 1, "trainer: cfg.T_r must be >= 1")
-    assert(cfg.eval_every >= 1, "trainer: cfg.eval_every must be >= 1")
+    if type(cfg.run_dir) ~= "string" then
+        error("trainer: cfg.run_dir (the run directory) is required", level)
+    end
+    -- Sizes and periods are checked here, before any data or model is built, not at step 1.
+    for _, key in ipairs{"steps", "batch", "T_r", "eval_every", "eval_batch", "align_batch"} do
+        local v = cfg[key]
+        if v ~= nil and (math.type(v) ~= "integer" or v < 1) then
+            error(string.format("trainer: cfg.%s = %s, expected an integer >= 1", key, tostring(v)), level)
+        end
+    end
     if cfg.checkpoint_every > 0 and cfg.checkpoint_every % cfg.eval_every ~= 0 then
         error("trainer: checkpoint_every must be a multiple of eval_every (train_loss is a mean "
               .. "since the last metrics row, and a checkpoint must not cut an interval)", level)

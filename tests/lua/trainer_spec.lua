@@ -312,6 +312,12 @@ describe("trainer", function()
             trainer.new(fixture.config(tmpdir("bad"), {specific = {train = d.specific_train,
                                                                    heldout = dga.zeros(2, 5, "int32")}}))
         end, "specific.heldout: sequences of 5 tokens")
+        -- sizes and periods fail before anything is built, not at step 1
+        for key, v in pairs{batch = 0, T_r = 0, eval_batch = 2.5, steps = -1} do
+            assert.error_matches(function()
+                trainer.new(fixture.config(tmpdir("bad"), {[key] = v}))
+            end, "trainer: cfg." .. key .. " = " .. tostring(v) .. ", expected an integer >= 1", 1, true)
+        end
     end)
 end)
 
