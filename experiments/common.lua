@@ -119,19 +119,34 @@ function C.metrics(dir)
         if key:match("^basis_%d+_loss$") and type(v) == "number" and v == v then n, s = n + 1, s + v end
     end
     if n > 0 then m.basis_mean = s / n end
-    -- One row per (update, domain) in alignments.csv; the policy's fields repeat on each.
-    local seen, l1, eta, updates = {}, 0, 0, 0
-    for _, r in ipairs(csvlog.read_records(dir .. "/alignments.csv") or {}) do
-        if not seen[r.step] then
-            seen[r.step] = true
-            updates = updates + 1
-            l1 = l1 + (tonumber(r.l1_change) or 0)
-            eta = eta + (tonumber(r.eta) or 0)
-        end
+    -- The L1 change per update from weights.csv (the weights applied at step 0 and at every
+    -- update), so it is measured the same way for every policy, whatever it logs. Beyond
+    -- sparse_k domains weights.csv keeps only weights above a thousandth of the uniform share;
+    -- the rest count as 0.
+    local by_step, steps = {}, {}
+    for _, r in ipairs(csvlog.read_records(dir .. "/weights.csv") or {}) do
+        if not by_step[r.step] then by_step[r.step] = {}; steps[#steps + 1] = r.step end
+        by_step[r.step][r.domain] = r.weight
     end
+    table.sort(steps)
+    local l1 = 0
+    for i = 2, #steps do
+        local a, b = by_step[steps[i - 1]], by_step[steps[i]]
+        for d, w in pairs(b) do l1 = l1 + math.abs(w - (a[d] or 0)) end
+        for d, w in pairs(a) do if b[d] == nil then l1 = l1 + math.abs(w) end end
+    end
+    local updates = math.max(0, #steps - 1)
     m.updates = updates
     m.l1_mean = updates > 0 and l1 / updates or 0
-    if updates > 0 then m.eta_mean = eta / updates end
+    -- One row per (update, domain) in alignments.csv; the policy's fields repeat on each.
+    local seen, eta, n_eta = {}, 0, 0
+    for _, r in ipairs(csvlog.read_records(dir .. "/alignments.csv") or {}) do
+        if not seen[r.step] and tonumber(r.eta) then
+            seen[r.step] = true
+            eta, n_eta = eta + tonumber(r.eta), n_eta + 1
+        end
+    end
+    if n_eta > 0 then m.eta_mean = eta / n_eta end
     local ep = csvlog.read_records(dir .. "/epochs.csv") or {}
     local final = 0
     for _, r in ipairs(ep) do if r.step > final then final = r.step end end
