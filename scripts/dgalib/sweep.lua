@@ -55,6 +55,15 @@
 -- its log's tail (or its error) and the sweep goes on; at the end sweep.run raises an error
 -- naming the failures, so the script exits non-zero.
 --
+-- Under mpirun (a dgalua built with MPI, R > 1 ranks, no --jobs), the ranks share the pairs
+-- still to run: rank r runs pairs i (1-based, in the order above) with (i - 1) % R == r, each a
+-- one-rank training run (no collective inside a pair: the trainer's data parallelism is off,
+-- as DGA_DATA_PARALLEL=0 would make it). When every rank is done, the ranks other than 0
+-- exit (status 0), and rank 0 reads every pair's summary.json (a file system the ranks share)
+-- and returns, so only rank 0 aggregates, plots and writes what follows sweep.run. A failed
+-- pair fails the sweep on rank 0, as without MPI. Whatever the script does before sweep.run
+-- (store builds) runs on every rank: warm the caches with one process first.
+--
 -- sweep.run's table: name, out, args (the parsed options), cells (a list of tables, each
 -- with a unique `id`, a relative path; `group` and other plain fields are kept in
 -- summary.json), run_cell(cell, seed, dir, topts) -> metrics; optional: known (the
@@ -684,6 +693,7 @@ function M.run(o)
             say("run %d of %d: %s, seed %d, %s elapsed, ETA %s  (%s)", done_n, #todo, pair.cell.id,
                 pair.seed, progress.format_duration(el), eta, logp)
         else
+            pair.failed_here = true
             failures[#failures + 1] = {pair = pair, err = err}
             say("run %d of %d: %s, seed %d FAILED, %s elapsed, ETA %s  (%s)\n%s", done_n, #todo,
                 pair.cell.id, pair.seed, progress.format_duration(el), eta, logp, err)
@@ -696,7 +706,42 @@ function M.run(o)
     if o.prepare and #todo > 0 then o.prepare() end
 
     local jobs = a.jobs or 1
-    if jobs > 1 and not a.cell and #todo > 0 then
+    local ranks = (not a.cell and dga.has_mpi and dga.has_mpi()) and dga.size() or 1
+    if ranks > 1 then
+        if jobs > 1 then
+            error(overrides.usage_error(string.format("sweep: --jobs %d under mpirun (%d ranks): the ranks "
+                                                      .. "already share the runs; use one or the other",
+                                                      jobs, ranks)), 0)
+        end
+        local me = dga.rank()
+        local dist = require "trainer.dist"
+        dist.independent = true
+        local nfail = 0
+        for i, pair in ipairs(todo) do
+            if (i - 1) % ranks == me then
+                local s, err = run_here(o, pair, argv, key)
+                if not s then nfail = nfail + 1 end
+                report(i, s, err)
+            end
+        end
+        dist.independent = nil
+        -- Every rank waits here for the others: then every summary.json is written.
+        dga.allgather(dga.tensor({nfail}))
+        if me ~= 0 then
+            io.stdout:flush()
+            os.exit(0, true)
+        end
+        for _, pair in ipairs(todo) do
+            if not pair.done and not pair.failed_here then
+                local spath = pair.dir .. "/summary.json"
+                if runinfo.is_file(spath) then
+                    pair.done = read_summary(spath)
+                else
+                    failures[#failures + 1] = {pair = pair, err = "failed on another rank (see its stderr)"}
+                end
+            end
+        end
+    elseif jobs > 1 and not a.cell and #todo > 0 then
         o._children = true
         say("%s: %d runs, %d at a time; each writes <run dir>/log.txt", o.name or "sweep", #todo, jobs)
         run_children(todo, argv, jobs, report)

@@ -16,7 +16,8 @@
 --     give the same parameters everywhere. The per-sequence losses are gathered, so the
 --     logged loss and the per-domain training losses are the global ones.
 --   - DGA_DATA_PARALLEL=0 (or cfg.data_parallel = false) makes every rank a one-rank run of
---     its own: what a sweep does when it gives each rank its own cells.
+--     its own; so does M.independent = true, which a sweep sets while each rank runs its own
+--     cells (scripts/dgalib/sweep.lua).
 --   - cfg.check_replicas (or DGA_CHECK_REPLICAS=1) compares a checksum of the parameters
 --     over the ranks at every metrics row and fails on every rank on a mismatch.
 local M = {}
@@ -34,6 +35,7 @@ function M.new(cfg)
     local self = setmetatable({rank = 0, size = 1}, D)
     local dp = env_flag("DGA_DATA_PARALLEL")
     if dp == nil then dp = cfg.data_parallel ~= false end
+    if M.independent then dp = false end
     if dp and dga.size and dga.size() > 1 then
         self.rank, self.size = dga.rank(), dga.size()
     end

@@ -196,6 +196,33 @@ print("finished")
         h.contains(err, "check_replicas: step 4: the parameters of rank 1 differ from rank 0's")
     end)
 
+    it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 returns", function()
+        local code, out, err = run("two", [[
+local sweep, json = require "dgalib.sweep", require "dgalib.json"
+local p = require("argparse")("t", "test")
+require("dgalib.experiment").add_common_options(p, {out = dir .. "/sw"})
+sweep.add_options(p)
+local a = p:parse{"--seeds", "1,2", "--out", dir .. "/sw"}
+local res = sweep.run{name = "t", out = a.out, args = a, argv = {}, quiet = true,
+  cells = {{id = "u", policy = "uniform"}, {id = "d", policy = "dga"}},
+  run_cell = function(cell, seed, d, topts)
+    local cfg = fixture.config(d, {steps = 4, seed = seed, policy = {name = cell.policy}})
+    local s = trainer.run(cfg, topts)
+    return {rank = dga.rank(), loss = s.specific_loss}
+  end}
+print("returned", rank, #res)
+]])
+        assert.are.equal(0, code, err)
+        h.contains(out, "returned\t0\t4")
+        assert.is_nil(out:find("returned\t1", 1, false))
+        local json = require "dgalib.json"
+        local got = {}
+        for _, pair in ipairs{"u/seed-1", "d/seed-1", "u/seed-2", "d/seed-2"} do
+            got[#got + 1] = json.read_file(dir .. "/sw/" .. pair .. "/summary.json").metrics.rank
+        end
+        assert.are.same({0, 1, 0, 1}, got)
+    end)
+
     it("lets every rank run a run of its own with DGA_DATA_PARALLEL=0", function()
         local code, out, err = run("two_own", [[
 local s = trainer.run(fixture.config(dir .. '/own' .. rank, {steps = 4, batch = 3}), {quiet = true})
