@@ -41,7 +41,8 @@ function M.new(cfg, opts)
     if dist.rank ~= 0 then
         local o = {}
         for key, v in pairs(opts) do o[key] = v end
-        o.quiet, opts = true, o
+        o.quiet = true
+        opts = o
     end
     local self = setmetatable({cfg = cfg, opts = opts, hooks = opts.hooks or {}, dist = dist,
                                writer = dist.rank == 0}, Run)
