@@ -221,6 +221,26 @@ print("returned", rank, #res)
             got[#got + 1] = json.read_file(dir .. "/sw/" .. pair .. "/summary.json").metrics.rank
         end
         assert.are.same({0, 1, 0, 1}, got)
+
+        -- one pair: one data-parallel run over both ranks, its summary written once by rank 0
+        code, out, err = run("two", [[
+local sweep = require "dgalib.sweep"
+local p = require("argparse")("t", "test")
+require("dgalib.experiment").add_common_options(p, {out = dir .. "/one"})
+sweep.add_options(p)
+local a = p:parse{"--seeds", "3", "--out", dir .. "/one"}
+local res = sweep.run{name = "t", out = a.out, args = a, argv = {}, quiet = true,
+  cells = {{id = "d", policy = "dga"}},
+  run_cell = function(cell, seed, d, topts)
+    local s = trainer.run(fixture.config(d, {steps = 4, seed = seed}), topts)
+    return {ranks = require("trainer.dist").new({}).size, loss = s.specific_loss}
+  end}
+print("returned", rank, #res)
+]])
+        assert.are.equal(0, code, err)
+        h.contains(out, "returned\t0\t1")
+        assert.is_nil(out:find("returned\t1", 1, false))
+        assert.are.equal(2, json.read_file(dir .. "/one/d/seed-3/summary.json").metrics.ranks)
     end)
 
     it("lets every rank run a run of its own with DGA_DATA_PARALLEL=0", function()
