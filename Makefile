@@ -3,7 +3,7 @@
 #   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
 #   make bench      benchmarks (never part of the tests)
 #   make lint       luacheck over the Lua (.luacheckrc)
-#   make deps       install the Debian packages the main job needs (apt-get)
+#   make deps       install the Debian packages the main job needs, and OpenMPI (apt-get)
 #   make test-deps  install the ones only the tests and benchmarks need
 #   make MPI=1      also build/mpi/dgalua, with MPI collectives (needs mpicc; see below)
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
@@ -14,7 +14,7 @@ CC       ?= cc
 PKGS     := lua5.4 openblas jansson zlib
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
             libcsv-dev libjansson-dev zlib1g-dev libreadline-dev lua-argparse \
-            lua-filesystem gnuplot-nox
+            lua-filesystem gnuplot-nox openmpi-bin libopenmpi-dev
 # Only the tests and benchmarks need these: cmocka and busted run the suite, tests/interop and
 # bench's reference load a checkpoint into PyTorch, and luacheck lints the Lua.
 TEST_DEBS:= libcmocka-dev lua-busted python3-torch lua-check
@@ -110,7 +110,7 @@ test-release:
 	@$(MAKE) --no-print-directory tests-bin >/dev/null
 	@tests/run build
 
-bench: all $(BENCHES)
+bench: all $(BENCHES) $(if $(HAVE_MPI),$(MPI_EXE))
 	@bench/run $(BUILD)
 
 fuzz:

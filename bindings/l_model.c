@@ -10,10 +10,12 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dgal.h"
 #include "adamw.h"
+#include "comm.h"
 #include "gpt.h"
 #include "model.h"
 #include "pool.h"
@@ -284,6 +286,42 @@ static int m_grads(lua_State *L)
     return push_copy(L, dga_model_grads(m), 1, &n);
 }
 
+/* m:allreduce_grads([scale]): the gradient buffer <- the sum over ranks of scale * each
+ * rank's buffer, in place and the same bits on every rank (data parallelism: scale is this
+ * rank's share of the global batch, rows / B, so the sum is the global batch's mean
+ * gradient). One rank: only the scaling. Returns m. */
+static int m_allreduce_grads(lua_State *L)
+{
+    dga_model *m = dgal_check_model(L, 1);
+    lua_Number s = luaL_optnumber(L, 2, 1.0);
+    luaL_argcheck(L, isfinite(s), 2, "scale must be a finite number");
+    float *g = dga_model_grads(m);
+    size_t n = dga_model_num_params(m);
+    if (s != 1.0)
+        for (size_t i = 0; i < n; i++) g[i] *= (float)s;
+    DGAL_CHECK(L, dga_comm_allreduce(g, n, DGA_REDUCE_SUM));
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* m:checksum() -> a 16-digit hex string: FNV-1a over the parameters' bytes. Replicas of a
+ * data-parallel run compare it to find a rank whose parameters drifted. */
+static int m_checksum(lua_State *L)
+{
+    dga_model *m = dgal_check_model(L, 1);
+    const unsigned char *p = (const unsigned char *)dga_model_params(m);
+    size_t n = dga_model_num_params(m) * sizeof(float);
+    unsigned long long h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016llx", h);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 /* A float32 tensor from argument idx, anchored on the stack, with every value finite. */
 static dga_tensor *to_values(lua_State *L, int idx)
 {
@@ -530,6 +568,8 @@ void dgal_open_model(lua_State *L)
         {"clip_grad", m_clip_grad},
         {"params", m_params},
         {"grads", m_grads},
+        {"allreduce_grads", m_allreduce_grads},
+        {"checksum", m_checksum},
         {"set_params", m_set_params},
         {"get", m_get},
         {"set", m_set},

@@ -48,6 +48,8 @@ if a.resume and not trainer.latest_checkpoint(cfg.run_dir) then
     p:error("--resume: no checkpoint in " .. cfg.run_dir)
 end
 local s = trainer.run(cfg, topts)
+-- Under mpirun the ranks of a data-parallel run hold the same summary: rank 0 prints it.
+if require("trainer.dist").new(cfg).rank ~= 0 then return end
 print(string.format("%s: step %d, specific loss %s, generic loss %s  (%s)", s.name or cfg.name,
                     s.step or -1,
                     s.specific_loss and string.format("%.4f", s.specific_loss) or "-",

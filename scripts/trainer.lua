@@ -57,6 +57,11 @@
 --             least this many sequences in all (default 2048)
 --   align     {normalize = "none"|"cosine"|"mean_norm", method = "exact"|"fd"|"jvp", fd_eps,
 --             lr_scale = false (true: alignments times the current lr)}
+--   data_parallel  under mpirun, train one model over the ranks (default true; batch is the
+--             global batch; README "Scaling out"); false, or env DGA_DATA_PARALLEL=0: every
+--             rank runs alone
+--   check_replicas  compare the ranks' parameters at every metrics row, fail on a mismatch
+--             (default false; env DGA_CHECK_REPLICAS=1)
 -- Options (opts): resume, overwrite (replace a run already in run_dir), quiet, stop_at (a metrics step: stop there cleanly, with a
 -- checkpoint), hooks = {after_step = fn(step, run), before_pointer = fn(step, run)}.
 local config = require "trainer.config"

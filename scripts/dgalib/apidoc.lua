@@ -256,6 +256,12 @@ M.classes = {
         {"params", args = "()", returns = "float32 tensor", doc = "A copy of all parameters as one flat vector.",
          example = "local p = m:params()"},
         {"grads", args = "()", returns = "float32 tensor", doc = "A copy of the flat gradient.", example = "local g = m:grads()"},
+        {"allreduce_grads", args = "([scale])", returns = "the model",
+         doc = "Data parallelism: the gradient buffer becomes the sum over ranks of scale times each rank's, "
+               .. "in place, the same bits on every rank.",
+         example = "m:allreduce_grads(rows / B)"},
+        {"checksum", args = "()", returns = "string", doc = "A 64-bit FNV-1a hash of the parameters' bytes, in hex (replica checks).",
+         example = "print(m:checksum())"},
         {"set_params", args = "(flat)", returns = "nothing", doc = "Overwrites all parameters from a flat float32 vector.",
          example = "m:set_params(p)"},
         {"get", args = "(name)", returns = "float32 tensor", doc = "A copy of one named parameter tensor (m:tensors() lists the names).",

@@ -55,6 +55,17 @@
 -- its log's tail (or its error) and the sweep goes on; at the end sweep.run raises an error
 -- naming the failures, so the script exits non-zero.
 --
+-- Under mpirun (a dgalua built with MPI, R > 1 ranks, no --jobs), with more than one pair to
+-- run, the ranks share the pairs: rank r runs pairs i (1-based, in the order above) with
+-- (i - 1) % R == r, each a one-rank training run (no collective inside a pair: the trainer's
+-- data parallelism is off, as DGA_DATA_PARALLEL=0 would make it). With one pair to run, or
+-- DGA_SWEEP_SPLIT=0, every pair is instead one data-parallel run over all the ranks (rank 0
+-- writes its summary.json; a failed pair ends the job). When every rank is done, the ranks other than 0
+-- exit (status 0), and rank 0 reads every pair's summary.json (a file system the ranks share)
+-- and returns, so only rank 0 aggregates, plots and writes what follows sweep.run. A failed
+-- pair fails the sweep on rank 0, as without MPI. Whatever the script does before sweep.run
+-- (store builds) runs on every rank: warm the caches with one process first.
+--
 -- sweep.run's table: name, out, args (the parsed options), cells (a list of tables, each
 -- with a unique `id`, a relative path; `group` and other plain fields are kept in
 -- summary.json), run_cell(cell, seed, dir, topts) -> metrics; optional: known (the
@@ -499,12 +510,21 @@ local function trainer_opts(dir, a)
 end
 
 -- Runs one pair in this process; returns the summary table, or nil and an error message.
+-- o._dp_ranks: the pair is one data-parallel run over the ranks (see M.run): only rank 0
+-- writes, and every rank takes rank 0's trainer options.
 local function run_here(o, pair, argv, key)
     local a = o.args
-    runinfo.mkdir_p(pair.dir)
+    local writer = not o._dp_ranks or dga.rank() == 0
     local spath = pair.dir .. "/summary.json"
-    if runinfo.exists(spath) then os.remove(spath) end
+    if writer then
+        runinfo.mkdir_p(pair.dir)
+        if runinfo.exists(spath) then os.remove(spath) end
+    end
     local topts = trainer_opts(pair.dir, a)
+    if o._dp_ranks then
+        local how = dga.bcast(writer and (topts.resume and "resume" or topts.overwrite and "overwrite" or "-") or nil, 0)
+        topts = how == "-" and {} or {[how] = true}
+    end
     local t0 = runinfo.now()
     local ok, res = xpcall(o.run_cell, function(e)
         -- A usage error or a Ctrl-C ends the sweep; any other error fails this pair only.
@@ -529,7 +549,7 @@ local function run_here(o, pair, argv, key)
         command = display_command(argv, o.argv == nil), argv = argv, key = key, sweep = o.name,
         seconds = runinfo.now() - t0, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     }
-    runinfo.write_atomic(spath, json.encode(summary, {indent = true}) .. "\n")
+    if writer then runinfo.write_atomic(spath, json.encode(summary, {indent = true}) .. "\n") end
     return summary
 end
 
@@ -684,6 +704,7 @@ function M.run(o)
             say("run %d of %d: %s, seed %d, %s elapsed, ETA %s  (%s)", done_n, #todo, pair.cell.id,
                 pair.seed, progress.format_duration(el), eta, logp)
         else
+            pair.failed_here = true
             failures[#failures + 1] = {pair = pair, err = err}
             say("run %d of %d: %s, seed %d FAILED, %s elapsed, ETA %s  (%s)\n%s", done_n, #todo,
                 pair.cell.id, pair.seed, progress.format_duration(el), eta, logp, err)
@@ -696,7 +717,78 @@ function M.run(o)
     if o.prepare and #todo > 0 then o.prepare() end
 
     local jobs = a.jobs or 1
-    if jobs > 1 and not a.cell and #todo > 0 then
+    local ranks = (not a.cell and dga.has_mpi and dga.has_mpi()) and dga.size() or 1
+    local split = ranks > 1 and #todo > 1 and os.getenv("DGA_SWEEP_SPLIT") ~= "0"
+    if ranks > 1 then
+        -- Every rank must see the same pairs to run (a shared file system, read before any
+        -- rank writes).
+        local n = dga.allgather(dga.tensor({#todo}))
+        for r = 1, #n do
+            if n[r] ~= #todo then
+                error(string.format("sweep: rank %d sees %d runs to do, rank %d sees %d: the ranks need "
+                                    .. "one shared file system for %s", dga.rank(), #todo, r - 1,
+                                    math.tointeger(n[r]) or n[r], out), 0)
+            end
+        end
+    end
+    if ranks > 1 and not split then
+        -- One pair (or DGA_SWEEP_SPLIT=0): each pair is one data-parallel run over all the
+        -- ranks. A failed pair ends the job: the ranks must not drift apart between pairs.
+        if jobs > 1 then
+            error(overrides.usage_error(string.format("sweep: --jobs %d under mpirun (%d ranks): use one "
+                                                      .. "or the other", jobs, ranks)), 0)
+        end
+        o._dp_ranks = true
+        for i, pair in ipairs(todo) do
+            local s, err = run_here(o, pair, argv, key)
+            if not s then
+                io.stderr:write(string.format("sweep: %s, seed %d failed on rank %d (data parallel over %d "
+                                              .. "ranks: the job stops):\n%s\n", pair.cell.id, pair.seed,
+                                              dga.rank(), ranks, tostring(err)))
+                os.exit(1, true)
+            end
+            report(i, s, err)
+        end
+        o._dp_ranks = nil
+        if dga.rank() ~= 0 then
+            io.stdout:flush()
+            os.exit(0, true)
+        end
+    elseif split then
+        if jobs > 1 then
+            error(overrides.usage_error(string.format("sweep: --jobs %d under mpirun (%d ranks): the ranks "
+                                                      .. "already share the runs; use one or the other",
+                                                      jobs, ranks)), 0)
+        end
+        local me = dga.rank()
+        local dist = require "trainer.dist"
+        dist.independent = true
+        local nfail = 0
+        for i, pair in ipairs(todo) do
+            if (i - 1) % ranks == me then
+                local s, err = run_here(o, pair, argv, key)
+                if not s then nfail = nfail + 1 end
+                report(i, s, err)
+            end
+        end
+        dist.independent = nil
+        -- Every rank waits here for the others: then every summary.json is written.
+        dga.allgather(dga.tensor({nfail}))
+        if me ~= 0 then
+            io.stdout:flush()
+            os.exit(0, true)
+        end
+        for _, pair in ipairs(todo) do
+            if not pair.done and not pair.failed_here then
+                local spath = pair.dir .. "/summary.json"
+                if runinfo.is_file(spath) then
+                    pair.done = read_summary(spath)
+                else
+                    failures[#failures + 1] = {pair = pair, err = "failed on another rank (see its stderr)"}
+                end
+            end
+        end
+    elseif jobs > 1 and not a.cell and #todo > 0 then
         o._children = true
         say("%s: %d runs, %d at a time; each writes <run dir>/log.txt", o.name or "sweep", #todo, jobs)
         run_children(todo, argv, jobs, report)

@@ -19,6 +19,8 @@
 --   user.policy               string: the policy's registry name
 --   user_number.elapsed       float: seconds of training before this save
 --   user_number.history       integer: the number of extra.history.<i> tensors
+--   user_number.ranks         integer: the ranks of the data-parallel run that wrote it (the
+--                             state is the same whatever the rank count: trainer/dist.lua)
 --   user.policy.<key>         a plain value of the policy's state, type-tagged as a string:
 --                             "i:<integer>", "f:<%a float>", "b:true|false", "s:<string>",
 --                             so a restore gives back the same Lua value
@@ -71,11 +73,11 @@ function M.untag(s)
 end
 
 -- Writes the checkpoint of s = {step, name, policy_name, elapsed, model, optimizer, weights,
--- policy, history, sampler, rng, train_losses} to path.
+-- policy, history, sampler, rng, train_losses, ranks} to path.
 function M.save(path, s)
     local tensors = {weights = s.weights}
     local meta = {step = s.step, name = s.name, policy = s.policy_name, elapsed = s.elapsed,
-                  history = #s.history}
+                  history = #s.history, ranks = s.ranks}
     local st = policy_state(s.policy)
     for key, t in pairs(st.tensors or {}) do tensors["policy." .. key] = t end
     for key, v in pairs(st.values or {}) do meta["policy." .. key] = M.tag(v) end
@@ -92,7 +94,7 @@ end
 
 -- Loads path into s.model and s.optimizer, restores s.policy's state (and s.train_losses's
 -- accumulators, when the checkpoint has them), and returns
--- {step, weights, history, sampler (blob), rng (blob), elapsed}.
+-- {step, weights, history, sampler (blob), rng (blob), elapsed, ranks}.
 function M.load(path, s)
     local ck = dga.load_checkpoint(path, {model = s.model, optimizer = s.optimizer})
     local step = math.tointeger(tonumber(ck.meta.step))
@@ -112,7 +114,8 @@ function M.load(path, s)
     local hist = {}
     for i = 1, nh do hist[i] = ck.tensors["history." .. i] end
     return {step = step, weights = ck.tensors.weights, history = hist, sampler = ck.blobs.sampler,
-            rng = ck.blobs.rng, elapsed = tonumber(ck.meta.elapsed) or 0}
+            rng = ck.blobs.rng, elapsed = tonumber(ck.meta.elapsed) or 0,
+            ranks = math.tointeger(tonumber(ck.meta.ranks or 1)) or 1}
 end
 
 return M

@@ -23,6 +23,8 @@ M.defaults = {
     policy = {name = "uniform"},
     align = {normalize = "none", method = "exact", lr_scale = false, fd_eps = 1e-3},
     progress = true,
+    data_parallel = true,     -- under mpirun: train one model over the ranks (trainer/dist.lua)
+    check_replicas = false,   -- compare the ranks' parameters at every metrics row
 }
 
 local function fill_defaults(cfg, defaults)

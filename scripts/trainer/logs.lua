@@ -142,6 +142,13 @@ function Logs:event(msg)
     if not ok then error(string.format("%s: cannot write: %s", path, tostring(err)), 2) end
 end
 
+-- The logs of a rank that does not write (data parallelism: rank 0 writes): every method
+-- does nothing.
+function M.null()
+    local function nothing() end
+    return setmetatable({}, {__index = function() return nothing end})
+end
+
 -- Closes every log; a failed final write is an error unless `quiet` (after another error).
 function Logs:close(quiet)
     for _, key in ipairs{"metrics", "weights", "epochs", "align"} do

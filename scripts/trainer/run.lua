@@ -4,6 +4,10 @@
 -- and runs forward / backward / clip / AdamW with the scheduled lr. Every T_r steps the
 -- policy updates the weights (it may call ctx:align()); every eval_every steps the held-out
 -- sets are evaluated and a metrics row is written; checkpoints are taken at metrics rows.
+-- Under mpirun the ranks train one model data-parallel (trainer/dist.lua): each computes
+-- its rows of the global batch and its share of an alignment round's probes, and only rank 0
+-- writes (the run directory, logs, checkpoints, progress). Every rank evaluates the held-out
+-- sets itself.
 local config = require "trainer.config"
 local sources = require "trainer.sources"
 local space_of = require "trainer.space"
@@ -12,6 +16,7 @@ local logs = require "trainer.logs"
 local checkpoint = require "trainer.checkpoint"
 local rundir = require "trainer.rundir"
 local losses = require "trainer.losses"
+local dist_of = require "trainer.dist"
 local runinfo = require "dgalib.runinfo"
 local csvlog = require "dgalib.csvlog"
 
@@ -31,9 +36,18 @@ function M.new(cfg, opts)
     cfg = config.prepare(cfg, 2)
     if cfg.threads and dga.set_threads then dga.set_threads(cfg.threads) end
 
-    local self = setmetatable({cfg = cfg, opts = opts, hooks = opts.hooks or {}}, Run)
+    local dist = dist_of.new(cfg)
+    dist:check_batch(cfg.batch, cfg.name)
+    if dist.rank ~= 0 then
+        local o = {}
+        for key, v in pairs(opts) do o[key] = v end
+        o.quiet = true
+        opts = o
+    end
+    local self = setmetatable({cfg = cfg, opts = opts, hooks = opts.hooks or {}, dist = dist,
+                               writer = dist.rank == 0}, Run)
     self.dir = cfg.run_dir
-    runinfo.mkdir_p(self.dir)
+    if self.writer then runinfo.mkdir_p(self.dir) end
     if cfg.store and cfg.store.dir and cfg.store.dir:sub(1, 1) ~= "/" then
         cfg.store.dir = require("lfs").currentdir() .. "/" .. cfg.store.dir
     end
@@ -118,7 +132,8 @@ function Run:align_round(o)
         target = ctx:target()
     end
     local probes = self.policy.probes and self.policy:probes(ctx) or ctx:probes()
-    self.last_align = align.round(self.model, target, probes, self.K, self.cfg.align, ctx.lr)
+    self.last_align = align.round(self.model, target, probes, self.K, self.cfg.align, ctx.lr,
+                                  self.dist.size > 1 and self.dist or nil)
     return self.last_align
 end
 
@@ -165,12 +180,14 @@ end
 function Run:elapsed() return self.elapsed_before + (runinfo.now() - self.t_start) end
 
 function Run:save_checkpoint(step)
+    if not self.writer then return end
     local name = rundir.ckpt_name(step)
     checkpoint.save(self.dir .. "/" .. name, {
         step = step, name = self.cfg.name, policy_name = self.cfg.policy.name,
         elapsed = self:elapsed(), model = self.model, optimizer = self.opt,
         weights = self.weights, policy = self.policy, history = self.ctx.history,
-        sampler = self.sampler, rng = self.rng, train_losses = self.train_losses})
+        sampler = self.sampler, rng = self.rng, train_losses = self.train_losses,
+        ranks = self.dist.size})
     if self.hooks.before_pointer then self.hooks.before_pointer(step, self) end
     rundir.commit(self.dir, name)
 end
@@ -184,20 +201,35 @@ function Run:load_checkpoint(path)
     self.sampler:set_state(ck.sampler)
     self.rng:set_state(ck.rng)
     self.elapsed_before = ck.elapsed
+    -- The state does not depend on the rank count (trainer/dist.lua), so a run may resume on
+    -- a different one; only the reduction order, and so the last bits of the losses, change.
+    if ck.ranks ~= self.dist.size and not self.opts.quiet then
+        io.stderr:write(string.format("%s: %s was written by %d rank%s, resuming on %d: the state does "
+                                      .. "not depend on the rank count, but the losses may differ in "
+                                      .. "the last bits from a run that never stopped\n",
+                                      self.cfg.name, path, ck.ranks, ck.ranks == 1 and "" or "s",
+                                      self.dist.size))
+    end
     return ck.step
 end
 
 -- A fresh run: the config, the logs, the initial weights and the step-0 metrics row.
 function Run:start_fresh()
-    if rundir.holds_run(self.dir) and not self.opts.overwrite then
-        error(string.format("trainer: %s already holds a run (a checkpoint or metrics.csv): resume it "
-                            .. "(opts.resume, scripts/trainer.lua --resume) or set opts.overwrite "
-                            .. "(--overwrite) to replace it", self.dir), 0)
+    local held
+    if self.writer and rundir.holds_run(self.dir) and not self.opts.overwrite then
+        held = string.format("trainer: %s already holds a run (a checkpoint or metrics.csv): resume it "
+                             .. "(opts.resume, scripts/trainer.lua --resume) or set opts.overwrite "
+                             .. "(--overwrite) to replace it", self.dir)
     end
-    rundir.remove_tmp(self.dir)
-    rundir.clear_checkpoints(self.dir)
-    rundir.save_config(self.dir, self.cfg)
-    self.logs = logs.open(self.dir, self.data.basis, "w")
+    self.dist:agree_error(held)
+    if self.writer then
+        rundir.remove_tmp(self.dir)
+        rundir.clear_checkpoints(self.dir)
+        rundir.save_config(self.dir, self.cfg)
+        self.logs = logs.open(self.dir, self.data.basis, "w")
+    else
+        self.logs = logs.null()
+    end
     self:refresh_ctx(0)
     self:apply_weights(self.policy:init(self.ctx))
     self.ctx.history[#self.ctx.history + 1] = self.weights:clone()
@@ -208,14 +240,24 @@ end
 
 -- A resumed run: the last complete checkpoint, the logs cut back to its step.
 function Run:start_resume()
-    local path = rundir.latest_checkpoint(self.dir)
+    -- Rank 0 chooses the checkpoint; the others read the same file (a shared file system).
+    local path = self.writer and rundir.latest_checkpoint(self.dir) or nil
+    if self.dist.size > 1 then
+        self.dist:agree_error(self.writer and not path and ("resume: no complete checkpoint in " .. self.dir)
+                              or nil)
+        path = self.dist:from_root(path)
+    end
     if not path then error("resume: no complete checkpoint in " .. self.dir, 3) end
-    rundir.remove_tmp(self.dir)
+    if self.writer then rundir.remove_tmp(self.dir) end
     self.policy:init(self.ctx)
     local start = self:load_checkpoint(path)
     self.step = start
-    logs.truncate_to(self.dir, start)
-    self.logs = logs.open(self.dir, self.data.basis, "a")
+    if self.writer then
+        logs.truncate_to(self.dir, start)
+        self.logs = logs.open(self.dir, self.data.basis, "a")
+    else
+        self.logs = logs.null()
+    end
     if not self.opts.quiet then
         io.stderr:write(string.format("%s: resuming from %s (step %d)\n", self.cfg.name, path, start))
     end
@@ -252,7 +294,7 @@ function Run:train()
     self.elapsed_before = 0
     self.step = 0
     -- One writer per run directory: a second process fails here, naming this one's pid.
-    self.lock = dga.lock(self.dir .. "/.lock")
+    if self.writer then self.lock = dga.lock(self.dir .. "/.lock") end
     -- On an error the logs are closed and the lock released at once, without raising again
     -- over the error.
     local _ <close> = setmetatable({}, {__close = function(_, err) if err then self:close(true) end end})
@@ -266,18 +308,31 @@ function Run:train()
     local sum_loss, sum_norm, n_acc = 0, 0, 0
     local last = {}
     local model, opt, sampler = self.model, self.opt, self.sampler
+    local dist = self.dist
+    local first, rows = dist:rows(cfg.batch)
     for step = start + 1, cfg.steps do
         local lr = self.lr_at(step)
         local ok, domains, indices = pcall(sampler.draw, sampler, cfg.batch)
+        local loss
         if not ok then
             error(string.format("%s: step %d: %s", cfg.name, step, tostring(domains)), 0)
         end
         if cfg.epoch_cap and cfg.epoch_cap > 0 then self:report_capped(step) end
-        local inputs, targets = self.src.gather(domains, indices)
-        model:zero_grad()
-        local loss = model:forward(inputs, targets)
-        self.train_losses:add(domains, model:seq_losses())
-        model:backward()
+        if dist.size == 1 then
+            local inputs, targets = self.src.gather(domains, indices)
+            model:zero_grad()
+            loss = model:forward(inputs, targets)
+            self.train_losses:add(domains, model:seq_losses())
+            model:backward()
+        else
+            local inputs, targets = self.src.gather(domains:narrow(first, rows), indices:narrow(first, rows))
+            model:zero_grad()
+            model:forward(inputs, targets)
+            model:backward()
+            local seq
+            loss, seq = dist:reduce_step(model, rows, cfg.batch)
+            self.train_losses:add(domains, seq)
+        end
         local norm = self.clip and self.clip > 0 and model:clip_grad(self.clip) or model:grad_norm()
         opt:step(lr)
         sum_loss, sum_norm, n_acc = sum_loss + loss, sum_norm + norm, n_acc + 1
@@ -296,6 +351,7 @@ function Run:train()
             self.logs:epoch_rows(step, sampler, self.src.k, cfg.sparse_k)
             last.eval = ev
             sum_loss, sum_norm, n_acc = 0, 0, 0
+            dist:check_replicas(model, step)
             local ce = cfg.checkpoint_every
             stop = self.opts.stop_at == step
             if step == cfg.steps or stop or (ce > 0 and step % ce == 0) then

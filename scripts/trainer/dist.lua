@@ -1,0 +1,143 @@
+-- Data parallelism for the trainer: which rank this process is, its rows of the global batch,
+-- and the collectives a step needs. One rank (a dgalua without MPI, a job of one process, or
+-- a cell of a sweep spread over ranks) takes none of these paths, so a one-rank run is the
+-- same, bit for bit, as before data parallelism existed.
+--
+-- The scheme (README, "Scaling out"):
+--   - cfg.batch is the global batch. Every rank draws the whole global batch from the same
+--     sampler state (same seed), so the sampler stays identical on every rank, and keeps its
+--     own contiguous rows: rank r of R keeps rows floor(r B / R) + 1 .. floor((r + 1) B / R).
+--     No sequence is drawn twice in a step, a checkpoint holds one sampler state, and the
+--     state is independent of R. Drawing B indices instead of B / R costs microseconds.
+--     When R does not divide B the shares differ by one row; each rank scales its gradient
+--     by rows / B before the sum, so the result is the global batch's mean gradient.
+--   - The gradients are summed over ranks in one collective over the flat buffer
+--     (m:allreduce_grads), whose result has the same bits on every rank; so clip and AdamW
+--     give the same parameters everywhere. The per-sequence losses are gathered, so the
+--     logged loss and the per-domain training losses are the global ones.
+--   - DGA_DATA_PARALLEL=0 (or cfg.data_parallel = false) makes every rank a one-rank run of
+--     its own; so does M.independent = true, which a sweep sets while each rank runs its own
+--     cells (scripts/dgalib/sweep.lua).
+--   - cfg.check_replicas (or DGA_CHECK_REPLICAS=1) compares a checksum of the parameters
+--     over the ranks at every metrics row and fails on every rank on a mismatch.
+local M = {}
+
+local D = {}
+D.__index = D
+
+local function env_flag(name)
+    local v = os.getenv(name)
+    if v == nil or v == "" then return nil end
+    return not (v == "0" or v == "false" or v == "no")
+end
+
+function M.new(cfg)
+    local self = setmetatable({rank = 0, size = 1}, D)
+    local dp = env_flag("DGA_DATA_PARALLEL")
+    if dp == nil then dp = cfg.data_parallel ~= false end
+    if M.independent then dp = false end
+    if dp and dga.size and dga.size() > 1 then
+        self.rank, self.size = dga.rank(), dga.size()
+    end
+    local check = env_flag("DGA_CHECK_REPLICAS")
+    if check == nil then check = cfg.check_replicas and true or false end
+    self.check = check and self.size > 1
+    return self
+end
+
+-- This rank's rows of a global batch of B: first row (1-based) and count.
+function D:rows(B)
+    local lo = (self.rank * B) // self.size
+    local hi = ((self.rank + 1) * B) // self.size
+    return lo + 1, hi - lo
+end
+
+-- Checks that every rank gets at least one row of the global batch.
+function D:check_batch(B, name)
+    if self.size > 1 and B < self.size then
+        error(string.format("%s: batch = %d is smaller than the %d ranks: every rank needs at least "
+                            .. "one row of the global batch", name, B, self.size), 0)
+    end
+end
+
+-- rank 0's string on every rank (nil stays nil: an empty string travels).
+function D:from_root(s)
+    if self.size == 1 then return s end
+    local got = dga.bcast(self.rank == 0 and (s or "\0") or nil, 0)
+    if got == "\0" then return nil end
+    return got
+end
+
+-- Raises `msg` (decided on rank 0) on every rank, so that no rank waits in a collective for
+-- one that has stopped.
+function D:agree_error(msg)
+    msg = self:from_root(msg)
+    if msg then error(msg, 0) end
+end
+
+-- After backward on this rank's rows: the global mean gradient in the model's buffer, and the
+-- global batch's mean loss from every rank's per-sequence losses. Returns the loss and the
+-- gathered per-sequence losses (float32 B, in global row order).
+function D:reduce_step(model, n, B)
+    model:allreduce_grads(n / B)
+    local all = dga.allgather(model:seq_losses())
+    local sum = 0
+    for i = 1, B do sum = sum + all[i] end
+    return sum / B, all
+end
+
+-- Fails on every rank, naming the ranks, when their parameters differ.
+function D:check_replicas(model, step)
+    if not self.check then return end
+    local mine = model:checksum()
+    local root = self:from_root(mine)
+    local bad = dga.allgather(dga.tensor({mine == root and 0 or 1}))
+    local ranks = {}
+    for r = 1, #bad do
+        if bad[r] ~= 0 then ranks[#ranks + 1] = tostring(r - 1) end
+    end
+    if #ranks > 0 then
+        error(string.format("check_replicas: step %d: the parameters of rank%s %s differ from rank 0's "
+                            .. "(checksum %s on rank %d, %s on rank 0)", step, #ranks > 1 and "s" or "",
+                            table.concat(ranks, ", "), mine, self.rank, root), 0)
+    end
+end
+
+-- The K-component alignment round split over the ranks: every rank has the same target batch
+-- and the same list of probe batches (drawn from the same streams), computes the alignments of
+-- its contiguous share, and the shares are gathered in order. The target gradient is computed
+-- on every rank (one batch's forward and backward more per rank than an even split of the
+-- round would cost; it saves a collective of the full gradient). Returns what dga.align
+-- returns for the whole list.
+function D:align(model, target, present, opts)
+    local n = #present
+    if self.size == 1 then return dga.align(model, target[1], target[2], present, opts) end
+    local lo = (self.rank * n) // self.size + 1
+    local hi = ((self.rank + 1) * n) // self.size
+    local mine = {}
+    for i = lo, hi do mine[#mine + 1] = present[i] end
+    -- A rank without a probe (k < R) still computes the target's norm and loss from one
+    -- batch, and sends nothing.
+    local r = dga.align(model, target[1], target[2], #mine > 0 and mine or {present[1]}, opts)
+    local m = #mine
+    local send = dga.zeros(3 * m)
+    for i = 1, m do
+        send[i], send[m + i], send[2 * m + i] = r.dot[i], r.loss[i], r.grad_norm[i]
+    end
+    local all, counts = dga.allgather(send)
+    local out = {dot = dga.zeros(n), loss = dga.zeros(n), grad_norm = dga.zeros(n),
+                 target_norm = r.target_norm, target_loss = r.target_loss, method = r.method, k = n}
+    local base, j = 0, 0
+    for q = 1, #counts do
+        local c = counts[q] // 3
+        for i = 1, c do
+            j = j + 1
+            out.dot[j], out.loss[j], out.grad_norm[j] = all[base + i], all[base + c + i], all[base + 2 * c + i]
+        end
+        base = base + counts[q]
+    end
+    out.align = out.dot:clone()
+    return out
+end
+
+return M
