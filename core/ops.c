@@ -596,6 +596,41 @@ void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float
         }
 }
 
+/* One head's dP = dY V^T (causal query blocks), shared by the sequential and the phased backward. */
+static void attention_bwd_dP(float *datt, const float *dy, const float *v, int T, int C, int hs)
+{
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
+                    dy + (size_t)i0 * C, C, v, 3 * C, 0.0f, datt + (size_t)i0 * T, T);
+    }
+}
+
+/* One head's gradients from its softmax gradient dS (datt) and probabilities P, shared by the
+ * sequential and the phased backward. */
+static void attention_bwd_head(float *dq, float *dk, float *dv, const float *q, const float *k,
+                               const float *P, const float *dy, const float *datt, int T, int C,
+                               int hs, float scale)
+{
+    const int C3 = 3 * C;
+    /* S = scale Q K^T:  dQ = scale dS K  (query blocks) */
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, scale,
+                    datt + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
+    }
+    /* dV = P^T dY,  dK = scale dS^T Q  (key blocks: only queries j0.. see them) */
+    for (int j0 = 0; j0 < T; j0 += QB) {
+        int kn = T - j0 < QB ? T - j0 : QB, rows = T - j0;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, 1.0f,
+                    P + (size_t)j0 * T + j0, T, dy + (size_t)j0 * C, C, 0.0f,
+                    dv + (size_t)j0 * C3, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, scale,
+                    datt + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
+                    dk + (size_t)j0 * C3, C3);
+    }
+}
+
 /* Threaded backward: dP of every head into dS [B*NH, T, T] (pool scratch), one parallel
  * softmax-product pass, then the products of the gradients; the same operations per head as
  * the sequential loop. */
@@ -610,11 +645,7 @@ static void attention_bwd_phased(float *dqkv, float *dS, const float *dout, cons
             const float *v = qkv + (size_t)b * T * C3 + (size_t)h * hs + 2 * C;
             const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
             float *datt = dS + ((size_t)b * NH + h) * TT;
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
-                            dy + (size_t)i0 * C, C, v, C3, 0.0f, datt + (size_t)i0 * T, T);
-            }
+            attention_bwd_dP(datt, dy, v, T, C, hs);
         }
     softmax_args sa = {.P = att, .D = dS, .rows = (size_t)B * NH * T, .T = T};
     dga_pool_run(softmax_product_task, &sa);
@@ -626,20 +657,7 @@ static void attention_bwd_phased(float *dqkv, float *dS, const float *dout, cons
             const float *P = att + ((size_t)b * NH + h) * TT;
             const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
             const float *datt = dS + ((size_t)b * NH + h) * TT;
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, scale,
-                            datt + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
-            }
-            for (int j0 = 0; j0 < T; j0 += QB) {
-                int kn = T - j0 < QB ? T - j0 : QB, rows = T - j0;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, 1.0f,
-                            P + (size_t)j0 * T + j0, T, dy + (size_t)j0 * C, C, 0.0f,
-                            dv + (size_t)j0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, scale,
-                            datt + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
-                            dk + (size_t)j0 * C3, C3);
-            }
+            attention_bwd_head(dq, dk, dv, q, k, P, dy, datt, T, C, hs, scale);
         }
 }
 
@@ -662,29 +680,10 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
             const float *P = att + ((size_t)b * NH + h) * (size_t)T * T;
             const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
             /* dP = dY V^T (causal blocks) */
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
-                            dy + (size_t)i0 * C, C, v, C3, 0.0f, datt + (size_t)i0 * T, T);
-            }
+            attention_bwd_dP(datt, dy, v, T, C, hs);
             /* softmax backward: dS = P * (dP - sum_j P dP) */
             causal_softmax_product(P, datt, T);
-            /* S = scale Q K^T:  dQ = scale dS K  (query blocks) */
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, scale,
-                            datt + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
-            }
-            /* dV = P^T dY,  dK = scale dS^T Q  (key blocks: only queries j0.. see them) */
-            for (int j0 = 0; j0 < T; j0 += QB) {
-                int kn = T - j0 < QB ? T - j0 : QB, rows = T - j0;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, 1.0f,
-                            P + (size_t)j0 * T + j0, T, dy + (size_t)j0 * C, C, 0.0f,
-                            dv + (size_t)j0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rows, scale,
-                            datt + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
-                            dk + (size_t)j0 * C3, C3);
-            }
+            attention_bwd_head(dq, dk, dv, q, k, P, dy, datt, T, C, hs, scale);
         }
 }
 

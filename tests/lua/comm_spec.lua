@@ -6,14 +6,9 @@
 local h = require "tests.lua.helpers"
 
 local function mpi_setup()
-    if not h.DGALUA then return nil, "DGALUA is not set" end
-    local exe = h.DGALUA:gsub("/[^/]*$", "") .. "/mpi/dgalua"
-    if not h.exists(exe) then return nil, "no MPI build at " .. exe .. " (make MPI=1)" end
-    local p = io.popen("command -v mpirun")
-    local mpirun = p:read("l")
-    p:close()
-    if not mpirun or mpirun == "" then return nil, "mpirun is not installed" end
-    return mpirun .. " --allow-run-as-root --oversubscribe -np 2 " .. h.shell_quote(exe)
+    local two, exe = h.mpi_two_ranks()
+    if not two then return nil, exe end
+    return two .. h.shell_quote(exe)
 end
 
 describe("collectives, one rank (no MPI)", function()

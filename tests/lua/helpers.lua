@@ -114,4 +114,17 @@ function M.rows_without_seconds(path)
     return out
 end
 
+-- The two-rank launcher of the MPI build beside DGALUA: the mpirun prefix (under a timeout,
+-- so a hung rank fails the test instead of the suite) and the executable; or nil and why not.
+function M.mpi_two_ranks()
+    if not M.DGALUA then return nil, "DGALUA is not set" end
+    local exe = M.DGALUA:gsub("/[^/]*$", "") .. "/mpi/dgalua"
+    if not M.exists(exe) then return nil, "no MPI build at " .. exe .. " (make MPI=1)" end
+    local p = io.popen("command -v mpirun")
+    local mpirun = p:read("l")
+    p:close()
+    if not mpirun or mpirun == "" then return nil, "mpirun is not installed" end
+    return "timeout -k 5 180 " .. mpirun .. " --allow-run-as-root --oversubscribe -np 2 ", exe
+end
+
 return M

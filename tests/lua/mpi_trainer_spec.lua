@@ -14,14 +14,8 @@ local TOL = 1e-4
 local TIMEOUT = "timeout -k 5 180 "
 
 local function setup()
-    if not h.DGALUA then return nil, "DGALUA is not set" end
-    local exe = h.DGALUA:gsub("/[^/]*$", "") .. "/mpi/dgalua"
-    if not h.exists(exe) then return nil, "no MPI build at " .. exe .. " (make MPI=1)" end
-    local p = io.popen("command -v mpirun")
-    local mpirun = p:read("l")
-    p:close()
-    if not mpirun or mpirun == "" then return nil, "mpirun is not installed" end
-    local two = TIMEOUT .. mpirun .. " --allow-run-as-root --oversubscribe -np 2 "
+    local two, exe = h.mpi_two_ranks()
+    if not two then return nil, exe end
     return {two = two .. h.shell_quote(exe) .. " --threads 1",
             two_own = two .. "-x DGA_DATA_PARALLEL=0 " .. h.shell_quote(exe) .. " --threads 1",
             one = TIMEOUT .. h.shell_quote(h.DGALUA) .. " --threads 1"}
