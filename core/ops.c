@@ -130,31 +130,78 @@ static inline int threaded(size_t work)
 
 /* ---------------------------------------------------------------- embedding */
 
+typedef struct {
+    float *out, *dwte, *dwpe;
+    const float *wte, *wpe, *dout;
+    const int32_t *tok;
+    int B, T, C;
+} embed_args;
+
+static void embed_fwd_rows(const embed_args *a, size_t r0, size_t r1)
+{
+    const int C = a->C;
+    for (size_t r = r0; r < r1; r++) {
+        float *o = a->out + r * C;
+        const float *e = a->wte + (size_t)a->tok[r] * C;
+        const float *p = a->wpe + (r % (size_t)a->T) * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+static void embed_fwd_task(void *p, int t, int nt)
+{
+    const embed_args *a = p;
+    size_t lo, hi;
+    dga_pool_range((size_t)a->B * a->T, 1, t, nt, &lo, &hi);
+    embed_fwd_rows(a, lo, hi);
+}
+
 void dga_op_embed_fwd(float *out, const int32_t *tok, const float *wte, const float *wpe,
                       int B, int T, int C)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *o = out + ((size_t)b * T + t) * C;
-            const float *e = wte + (size_t)tok[(size_t)b * T + t] * C;
-            const float *p = wpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    embed_args a = {.out = out, .wte = wte, .wpe = wpe, .tok = tok, .B = B, .T = T, .C = C};
+    if (!threaded((size_t)B * T * C)) {
+        embed_fwd_rows(&a, 0, (size_t)B * T);
+        return;
+    }
+    dga_pool_run(embed_fwd_task, &a);
+}
+
+/* Columns c0..c1 of every row's gradient, rows in order: two rows with the same token add to
+ * the same dwte row, so the backward is split by columns, never by rows, and every element
+ * sums its rows in the sequential order. */
+static void embed_bwd_cols(const embed_args *a, size_t c0, size_t c1)
+{
+    const size_t C = (size_t)a->C;
+    for (size_t r = 0; r < (size_t)a->B * a->T; r++) {
+        const float *d = a->dout + r * C;
+        float *e = a->dwte + (size_t)a->tok[r] * C;
+        float *p = a->dwpe + (r % (size_t)a->T) * C;
+        for (size_t c = c0; c < c1; c++) {
+            e[c] += d[c];
+            p[c] += d[c];
         }
+    }
+}
+
+static void embed_bwd_task(void *p, int t, int nt)
+{
+    const embed_args *a = p;
+    size_t lo, hi;
+    dga_pool_range((size_t)a->C, LANES, t, nt, &lo, &hi);
+    embed_bwd_cols(a, lo, hi);
 }
 
 void dga_op_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
                       int B, int T, int C)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *d = dout + ((size_t)b * T + t) * C;
-            float *e = dwte + (size_t)tok[(size_t)b * T + t] * C;
-            float *p = dwpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) {
-                e[c] += d[c];
-                p[c] += d[c];
-            }
-        }
+    embed_args a = {.dwte = dwte, .dwpe = dwpe, .dout = dout, .tok = tok, .B = B, .T = T,
+                    .C = C};
+    if (!threaded((size_t)B * T * C)) {
+        embed_bwd_cols(&a, 0, (size_t)C);
+        return;
+    }
+    dga_pool_run(embed_bwd_task, &a);
 }
 
 void dga_op_embed_jvp(float *tout, const int32_t *tok, const float *twte, const float *twpe,
@@ -504,115 +551,37 @@ static void causal_softmax_product(const float *P, float *D, int T)
         causal_softmax_product_row(P + (size_t)i * T, D + (size_t)i * T, i, T);
 }
 
-/* The softmaxes of every head at once, over [nh * T] rows of T x T blocks stored back to
- * back: the threaded attention runs all heads' products first (OpenBLAS, calling thread),
- * then this one parallel pass, then the next products. Rows are independent, so any split
- * gives the sequential bits. */
-typedef struct {
-    const float *P;
-    float *D;
-    size_t rows;
-    int T;
-} softmax_args;
-
-static void softmax_task(void *p, int t, int nt)
+/* One head's forward: S = scale Q K^T (causal query blocks), P = softmax(S) in S, Y = P V. */
+static void attention_fwd_head(float *y, float *S, const float *q, const float *k,
+                               const float *v, int T, int C, int hs, float scale)
 {
-    const softmax_args *a = p;
-    size_t lo, hi;
-    dga_pool_range(a->rows, 1, t, nt, &lo, &hi);
-    for (size_t r = lo; r < hi; r++)
-        causal_softmax_row(a->D + r * a->T, (int)(r % (size_t)a->T), a->T);
-}
-
-static void softmax_product_task(void *p, int t, int nt)
-{
-    const softmax_args *a = p;
-    size_t lo, hi;
-    dga_pool_range(a->rows, 1, t, nt, &lo, &hi);
-    for (size_t r = lo; r < hi; r++)
-        causal_softmax_product_row(a->P + r * a->T, a->D + r * a->T, (int)(r % (size_t)a->T),
-                                   a->T);
-}
-
-/* Threaded forward (att_stride == T*T: every head's probabilities are kept): the same
- * products and softmax rows as the sequential loop, in three phases. */
-static void attention_fwd_phased(float *out, float *att, const float *qkv, int B, int T,
-                                 int C, int NH)
-{
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const size_t TT = (size_t)T * T;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs, *k = q + C;
-            float *S = att + ((size_t)b * NH + h) * TT;
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, S + (size_t)i0 * T, T);
-            }
-        }
-    softmax_args sa = {.D = att, .rows = (size_t)B * NH * T, .T = T};
-    dga_pool_run(softmax_task, &sa);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *v = qkv + (size_t)b * T * C3 + (size_t)h * hs + 2 * C;
-            const float *S = att + ((size_t)b * NH + h) * TT;
-            float *y = out + (size_t)b * T * C + (size_t)h * hs;
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            S + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
-            }
-        }
-}
-
-void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float *qkv,
-                          int B, int T, int C, int NH)
-{
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    if (att_stride == (size_t)T * T && threaded((size_t)B * NH * T * T / 2)) {
-        attention_fwd_phased(out, att, qkv, B, T, C, NH);
-        return;
+    const int C3 = 3 * C;
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                    q + (size_t)i0 * C3, C3, k, C3, 0.0f, S + (size_t)i0 * T, T);
     }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C, *v = q + 2 * C;
-            float *S = att + ((size_t)b * NH + h) * att_stride;
-            float *y = out + (size_t)b * T * C + (size_t)h * hs;
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, S + (size_t)i0 * T, T);
-            }
-            causal_softmax(S, T);
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            S + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
-            }
-        }
+    causal_softmax(S, T);
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                    S + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
+    }
 }
 
-/* One head's dP = dY V^T (causal query blocks), shared by the sequential and the phased backward. */
-static void attention_bwd_dP(float *datt, const float *dy, const float *v, int T, int C, int hs)
+/* One head's backward from dY and the saved P: dP = dY V^T into datt (a [T,T] scratch),
+ * dS = P * (dP - rowsum(P * dP)) in place, then dQ, dK, dV (overwritten). */
+static void attention_bwd_head(float *dq, float *dk, float *dv, float *datt, const float *q,
+                               const float *k, const float *v, const float *P, const float *dy,
+                               int T, int C, int hs, float scale)
 {
+    const int C3 = 3 * C;
     for (int i0 = 0; i0 < T; i0 += QB) {
         int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
-                    dy + (size_t)i0 * C, C, v, 3 * C, 0.0f, datt + (size_t)i0 * T, T);
+                    dy + (size_t)i0 * C, C, v, C3, 0.0f, datt + (size_t)i0 * T, T);
     }
-}
-
-/* One head's gradients from its softmax gradient dS (datt) and probabilities P, shared by the
- * sequential and the phased backward. */
-static void attention_bwd_head(float *dq, float *dk, float *dv, const float *q, const float *k,
-                               const float *P, const float *dy, const float *datt, int T, int C,
-                               int hs, float scale)
-{
-    const int C3 = 3 * C;
+    causal_softmax_product(P, datt, T);
     /* S = scale Q K^T:  dQ = scale dS K  (query blocks) */
     for (int i0 = 0; i0 < T; i0 += QB) {
         int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
@@ -631,34 +600,107 @@ static void attention_bwd_head(float *dq, float *dk, float *dv, const float *q, 
     }
 }
 
-/* Threaded backward: dP of every head into dS [B*NH, T, T] (pool scratch), one parallel
- * softmax-product pass, then the products of the gradients; the same operations per head as
- * the sequential loop. */
-static void attention_bwd_phased(float *dqkv, float *dS, const float *dout, const float *qkv,
-                                 const float *att, int B, int T, int C, int NH)
+/* One head's forward and tangent; scratch [2,T,T] holds P and then dS / dP. */
+static void attention_jvp_head(float *y, float *ty, float *scratch, const float *q,
+                               const float *k, const float *v, const float *tq, const float *tk,
+                               const float *tv, int T, int C, int hs, float scale)
+{
+    const int C3 = 3 * C;
+    float *P = scratch, *D = scratch + (size_t)T * T;
+    /* S = scale Q K^T and dS = scale (dQ K^T + Q dK^T), same causal blocks */
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                    q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                    tq + (size_t)i0 * C3, C3, k, C3, 0.0f, D + (size_t)i0 * T, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                    q + (size_t)i0 * C3, C3, tk, C3, 1.0f, D + (size_t)i0 * T, T);
+    }
+    causal_softmax(P, T);
+    /* softmax tangent: dP = P * (dS - sum_j P dS) */
+    causal_softmax_product(P, D, T);
+    /* Y = P V,  dY = dP V + P dV */
+    for (int i0 = 0; i0 < T; i0 += QB) {
+        int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                    P + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                    D + (size_t)i0 * T, T, v, C3, 0.0f, ty + (size_t)i0 * C, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
+                    P + (size_t)i0 * T, T, tv, C3, 1.0f, ty + (size_t)i0 * C, C);
+    }
+}
+
+/* The B*NH heads are independent: threaded, each task takes a contiguous range of heads and
+ * runs the per-head code above with OpenBLAS held to one thread (dga_pool_run_blas), so every
+ * head is computed by the same calls in the same order as the sequential loop. A head's
+ * [T,T] scratch (the probabilities at att_stride 0, the backward's dP, the tangent's pair) is
+ * the task's own slice of the pool scratch. */
+typedef struct {
+    float *out, *tout, *att, *scratch, *dqkv;
+    const float *qkv, *tqkv, *dout;
+    size_t att_stride, scratch_per_task;
+    int B, T, C, NH;
+} attention_args;
+
+static void attention_fwd_task(void *p, int t, int nt)
+{
+    const attention_args *a = p;
+    const int hs = a->C / a->NH, C3 = 3 * a->C, T = a->T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    size_t lo, hi;
+    dga_pool_range((size_t)a->B * a->NH, 1, t, nt, &lo, &hi);
+    for (size_t bh = lo; bh < hi; bh++) {
+        size_t b = bh / (size_t)a->NH, h = bh % (size_t)a->NH;
+        const float *q = a->qkv + b * T * C3 + h * hs;
+        float *S = a->att_stride ? a->att + bh * a->att_stride
+                                 : a->scratch + (size_t)t * a->scratch_per_task;
+        attention_fwd_head(a->out + b * T * a->C + h * hs, S, q, q + a->C, q + 2 * a->C, T,
+                           a->C, hs, scale);
+    }
+}
+
+void dga_op_attention_fwd(float *out, float *att, size_t att_stride, const float *qkv,
+                          int B, int T, int C, int NH)
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t TT = (size_t)T * T;
+    attention_args a = {.out = out, .att = att, .qkv = qkv, .att_stride = att_stride,
+                        .scratch_per_task = TT, .B = B, .T = T, .C = C, .NH = NH};
+    /* at att_stride 0 every task needs its own [T,T] for the probabilities */
+    if (threaded((size_t)B * NH * TT / 2) &&
+        (att_stride ||
+         (a.scratch = dga_pool_scratch(dga_pool_threads() * TT * sizeof(float))) != NULL)) {
+        dga_pool_run_blas(attention_fwd_task, &a);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float *v = qkv + (size_t)b * T * C3 + (size_t)h * hs + 2 * C;
-            const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-            float *datt = dS + ((size_t)b * NH + h) * TT;
-            attention_bwd_dP(datt, dy, v, T, C, hs);
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            attention_fwd_head(out + (size_t)b * T * C + (size_t)h * hs,
+                               att + ((size_t)b * NH + h) * att_stride, q, q + C, q + 2 * C, T,
+                               C, hs, scale);
         }
-    softmax_args sa = {.P = att, .D = dS, .rows = (size_t)B * NH * T, .T = T};
-    dga_pool_run(softmax_product_task, &sa);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
-            const float *q = qkv + qo, *k = q + C;
-            float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
-            const float *P = att + ((size_t)b * NH + h) * TT;
-            const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-            const float *datt = dS + ((size_t)b * NH + h) * TT;
-            attention_bwd_head(dq, dk, dv, q, k, P, dy, datt, T, C, hs, scale);
-        }
+}
+
+static void attention_bwd_task(void *p, int t, int nt)
+{
+    const attention_args *a = p;
+    const int hs = a->C / a->NH, C3 = 3 * a->C, T = a->T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    size_t lo, hi;
+    dga_pool_range((size_t)a->B * a->NH, 1, t, nt, &lo, &hi);
+    for (size_t bh = lo; bh < hi; bh++) {
+        size_t b = bh / (size_t)a->NH, h = bh % (size_t)a->NH, qo = b * T * C3 + h * hs;
+        const float *q = a->qkv + qo;
+        float *dq = a->dqkv + qo;
+        attention_bwd_head(dq, dq + a->C, dq + 2 * a->C,
+                           a->scratch + (size_t)t * a->scratch_per_task, q, q + a->C,
+                           q + 2 * a->C, a->att + bh * (size_t)T * T,
+                           a->dout + b * T * a->C + h * hs, T, a->C, hs, scale);
+    }
 }
 
 void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
@@ -666,25 +708,40 @@ void dga_op_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    size_t all = (size_t)B * NH * T * T;
-    float *dS;
-    if (threaded(all / 2) && (dS = dga_pool_scratch(all * sizeof *dS)) != NULL) {
-        attention_bwd_phased(dqkv, dS, dout, qkv, att, B, T, C, NH);
+    const size_t TT = (size_t)T * T;
+    attention_args a = {.dqkv = dqkv, .att = (float *)att, .qkv = qkv, .dout = dout,
+                        .scratch_per_task = TT, .B = B, .T = T, .C = C, .NH = NH};
+    if (threaded((size_t)B * NH * TT / 2) &&
+        (a.scratch = dga_pool_scratch(dga_pool_threads() * TT * sizeof(float))) != NULL) {
+        dga_pool_run_blas(attention_bwd_task, &a);
         return;
     }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
-            const float *q = qkv + qo, *k = q + C, *v = q + 2 * C;
-            float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
-            const float *P = att + ((size_t)b * NH + h) * (size_t)T * T;
-            const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-            /* dP = dY V^T (causal blocks) */
-            attention_bwd_dP(datt, dy, v, T, C, hs);
-            /* softmax backward: dS = P * (dP - sum_j P dP) */
-            causal_softmax_product(P, datt, T);
-            attention_bwd_head(dq, dk, dv, q, k, P, dy, datt, T, C, hs, scale);
+            const float *q = qkv + qo;
+            float *dq = dqkv + qo;
+            attention_bwd_head(dq, dq + C, dq + 2 * C, datt, q, q + C, q + 2 * C,
+                               att + ((size_t)b * NH + h) * TT,
+                               dout + (size_t)b * T * C + (size_t)h * hs, T, C, hs, scale);
         }
+}
+
+static void attention_jvp_task(void *p, int t, int nt)
+{
+    const attention_args *a = p;
+    const int hs = a->C / a->NH, C3 = 3 * a->C, T = a->T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    size_t lo, hi;
+    dga_pool_range((size_t)a->B * a->NH, 1, t, nt, &lo, &hi);
+    for (size_t bh = lo; bh < hi; bh++) {
+        size_t b = bh / (size_t)a->NH, h = bh % (size_t)a->NH;
+        size_t qo = b * T * C3 + h * hs, yo = b * T * a->C + h * hs;
+        const float *q = a->qkv + qo, *tq = a->tqkv + qo;
+        float *scratch = a->scratch + (size_t)t * a->scratch_per_task;
+        attention_jvp_head(a->out + yo, a->tout + yo, scratch, q, q + a->C, q + 2 * a->C, tq,
+                           tq + a->C, tq + 2 * a->C, T, a->C, hs, scale);
+    }
 }
 
 void dga_op_attention_jvp(float *out, float *tout, float *scratch, const float *qkv,
@@ -692,36 +749,21 @@ void dga_op_attention_jvp(float *out, float *tout, float *scratch, const float *
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *P = scratch, *D = scratch + (size_t)T * T;
+    const size_t TT = (size_t)T * T;
+    attention_args a = {.out = out, .tout = tout, .qkv = qkv, .tqkv = tqkv,
+                        .scratch_per_task = 2 * TT, .B = B, .T = T, .C = C, .NH = NH};
+    if (threaded((size_t)B * NH * TT) &&
+        (a.scratch = dga_pool_scratch(dga_pool_threads() * 2 * TT * sizeof(float))) != NULL) {
+        dga_pool_run_blas(attention_jvp_task, &a);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            size_t qo = (size_t)b * T * C3 + (size_t)h * hs, yo = (size_t)b * T * C + (size_t)h * hs;
-            const float *q = qkv + qo, *k = q + C, *v = q + 2 * C;
-            const float *tq = tqkv + qo, *tk = tq + C, *tv = tq + 2 * C;
-            float *y = out + yo, *ty = tout + yo;
-            /* S = scale Q K^T and dS = scale (dQ K^T + Q dK^T), same causal blocks */
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            tq + (size_t)i0 * C3, C3, k, C3, 0.0f, D + (size_t)i0 * T, T);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
-                            q + (size_t)i0 * C3, C3, tk, C3, 1.0f, D + (size_t)i0 * T, T);
-            }
-            causal_softmax(P, T);
-            /* softmax tangent: dP = P * (dS - sum_j P dS) */
-            causal_softmax_product(P, D, T);
-            /* Y = P V,  dY = dP V + P dV */
-            for (int i0 = 0; i0 < T; i0 += QB) {
-                int qn = T - i0 < QB ? T - i0 : QB, kn = i0 + qn;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            P + (size_t)i0 * T, T, v, C3, 0.0f, y + (size_t)i0 * C, C);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            D + (size_t)i0 * T, T, v, C3, 0.0f, ty + (size_t)i0 * C, C);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f,
-                            P + (size_t)i0 * T, T, tv, C3, 1.0f, ty + (size_t)i0 * C, C);
-            }
+            size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
+            size_t yo = (size_t)b * T * C + (size_t)h * hs;
+            const float *q = qkv + qo, *tq = tqkv + qo;
+            attention_jvp_head(out + yo, tout + yo, scratch, q, q + C, q + 2 * C, tq, tq + C,
+                               tq + 2 * C, T, C, hs, scale);
         }
 }
 

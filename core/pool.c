@@ -3,6 +3,7 @@
  * the caller. Waits are condition-variable waits, so idle workers sleep in the kernel. */
 #include "pool.h"
 
+#include <cblas.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -155,6 +156,19 @@ void dga_pool_run(dga_pool_fn fn, void *ctx)
     while (g.pending > 0) pthread_cond_wait(&g.done, &g.mu);
     pthread_mutex_unlock(&g.mu);
     g.running = 0;
+}
+
+void dga_pool_run_blas(dga_pool_fn fn, void *ctx)
+{
+    int n = g.nworkers + 1;
+    if (n == 1 || g.running || !pthread_equal(g.owner, pthread_self())) {
+        dga_pool_run(fn, ctx);
+        return;
+    }
+    int blas_threads = openblas_get_num_threads();
+    if (blas_threads > 1) openblas_set_num_threads(1);
+    dga_pool_run(fn, ctx);
+    if (blas_threads > 1) openblas_set_num_threads(blas_threads);
 }
 
 void dga_pool_range(size_t n, size_t align, int task, int ntasks, size_t *lo, size_t *hi)

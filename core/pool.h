@@ -13,8 +13,10 @@
  *   the task count (dga_pool_range), never on which thread runs it or when.
  * - Re-entrant and concurrent calls (a kernel run from another thread while the pool is busy,
  *   or from inside a task) run every task in the calling thread, in order: the same results.
- * - Only BLAS-free work goes to the workers: OpenBLAS 0.3.21 has no per-thread setting, and
- *   two threads calling a threaded sgemm at once would fight over its own workers. */
+ * - Tasks that call BLAS go through dga_pool_run_blas: OpenBLAS 0.3.21 has no per-thread
+ *   setting, and two threads calling a threaded sgemm at once would fight over its own
+ *   workers, so for the length of such a run OpenBLAS is held to one thread (each task's
+ *   sgemm then runs in the thread that calls it) and set back afterwards. */
 #ifndef DGA_POOL_H
 #define DGA_POOL_H
 
@@ -40,6 +42,11 @@ size_t     dga_pool_min_work(void);
 
 /* Runs fn(ctx, t, n) for t = 0..n-1, n = dga_pool_threads(), and returns when all are done. */
 void       dga_pool_run(dga_pool_fn fn, void *ctx);
+
+/* dga_pool_run for tasks that call cblas_* themselves (per-head attention products):
+ * OpenBLAS runs single-threaded while the tasks run, its thread count restored after. At one
+ * thread, or when run in order (not the owner, nested), OpenBLAS is left as it is. */
+void       dga_pool_run_blas(dga_pool_fn fn, void *ctx);
 
 /* [*lo, *hi): task t's share of n items cut into ntasks contiguous pieces, each a multiple of
  * `align` items except the last. Depends only on its arguments. */

@@ -707,7 +707,8 @@ static float *run_kernels(const float *x, const float *x2, const float *w, const
                           size_t *len, double *xent)
 {
     const size_t NC = (size_t)TN * TC;
-    size_t n = 0, cap = 12 * NC + (size_t)TC * TC + 4 * TC + 2 * TN + (size_t)TN * TV;
+    size_t n = 0, cap = 12 * NC + (size_t)TC * TC + 4 * TC + 2 * TN + (size_t)TN * TV
+                       + NC + (size_t)TV * TC + (size_t)TN * TC;
     float *out = calloc(cap, sizeof *out);
     float *ln = out + n; n += NC;
     float *mean = out + n; n += TN;
@@ -740,6 +741,16 @@ static float *run_kernels(const float *x, const float *x2, const float *w, const
     float *lg = out + n; n += (size_t)TN * TV;
     memcpy(lg, logits, (size_t)TN * TV * sizeof *lg);
     *xent = dga_op_xent_fwd_bwd(lg, NULL, tg, TN, TV, 1.0f / TN);
+    /* embedding: rows forward; backward by columns, rows with the same token adding up */
+    int32_t tok[TN];
+    for (int i = 0; i < TN; i++) tok[i] = (int32_t)((i * 7) % 11);   /* repeated ids */
+    float *emb = out + n; n += NC;
+    dga_op_embed_fwd(emb, tok, lin_w, x2, 1, TN, TC);
+    float *dwte = out + n; n += (size_t)TV * TC;
+    float *dwpe = out + n; n += (size_t)TN * TC;
+    for (size_t i = 0; i < (size_t)TV * TC; i++) dwte[i] = PRE;
+    for (size_t i = 0; i < (size_t)TN * TC; i++) dwpe[i] = PRE;
+    dga_op_embed_bwd(dwte, dwpe, dy, tok, 1, TN, TC);
     assert_true(n <= cap);
     *len = n;
     return out;
@@ -784,6 +795,20 @@ static void attention_at(int threads, int B, int T, int C, int NH, const float *
     free(datt);
 }
 
+/* the inference forward (one shared [T,T] scratch) and the tangent: y, then ty */
+static void attention_infer_at(int threads, int B, int T, int C, int NH, const float *qkv,
+                               const float *tqkv, float *y)
+{
+    set_threads(threads);
+    size_t ny = (size_t)B * T * C;
+    float *scratch = malloc(2 * (size_t)T * T * sizeof *scratch);
+    float *y2 = malloc(ny * sizeof *y2);
+    dga_op_attention_fwd(y, scratch, 0, qkv, B, T, C, NH);
+    dga_op_attention_jvp(y2, y + ny, scratch, qkv, tqkv, B, T, C, NH);
+    assert_memory_equal(y2, y, ny * sizeof *y);   /* the jvp's forward is the forward */
+    free(scratch), free(y2);
+}
+
 static void test_threaded_attention(void **state)
 {
     (void)state;
@@ -805,6 +830,15 @@ static void test_threaded_attention(void **state)
         assert_memory_equal(a2, a1, na * sizeof *a1);
         assert_memory_equal(d2, d1, nq * sizeof *d1);
     }
+    float *tq = randf(nq, 1.0), *i1 = calloc(2 * ny, sizeof(float));
+    float *i2 = calloc(2 * ny, sizeof(float));
+    attention_infer_at(1, B, T, C, NH, qkv, tq, i1);
+    for (int th = 2; th <= 3; th++) {
+        memset(i2, 0, 2 * ny * sizeof *i2);
+        attention_infer_at(th, B, T, C, NH, qkv, tq, i2);
+        assert_memory_equal(i2, i1, 2 * ny * sizeof *i1);
+    }
+    free(tq), free(i1), free(i2);
     set_threads(1);
     dga_pool_set_min_work(min_work);
     free(qkv), free(dy), free(y1), free(a1), free(d1), free(y2), free(a2), free(d2);

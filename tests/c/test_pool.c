@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,52 @@ static void test_nested(void **state)
         assert_true(n.scratch_null[t]);
     }
     set_threads(1);
+}
+
+/* Tasks of a BLAS run see OpenBLAS held to one thread, and every task runs once; OpenBLAS's
+ * own setting is back afterwards. A product computed in each task equals the product computed
+ * outside the run. */
+typedef struct {
+    int blas_threads[4];
+    tally c;
+    float a[6 * 5], b[5 * 4], prod[4][6 * 4];
+} blas_run;
+
+static void blas_task(void *p, int t, int nt)
+{
+    blas_run *r = p;
+    r->blas_threads[t] = openblas_get_num_threads();
+    count_task(&r->c, t, nt);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 6, 4, 5, 1.0f, r->a, 5, r->b, 4, 0.0f,
+                r->prod[t], 4);
+}
+
+static void test_run_blas(void **state)
+{
+    (void)state;
+    int before = openblas_get_num_threads();
+    openblas_set_num_threads(2);
+    blas_run *r = calloc(1, sizeof *r);
+    for (int i = 0; i < 30; i++) r->a[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 20; i++) r->b[i] = (float)(i % 5) * 0.5f;
+    float want[6 * 4];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 6, 4, 5, 1.0f, r->a, 5, r->b, 4, 0.0f,
+                want, 4);
+    for (int th = 1; th <= 3; th++) {
+        set_threads(th);
+        memset(&r->c, 0, sizeof r->c);
+        dga_pool_run_blas(blas_task, r);
+        for (int t = 0; t < th; t++) {
+            assert_int_equal(r->c.count[t], 1);
+            if (th > 1) assert_int_equal(r->blas_threads[t], 1);
+            assert_memory_equal(r->prod[t], want, sizeof want);
+        }
+        assert_int_equal(r->c.count[th], 0);
+        assert_int_equal(openblas_get_num_threads(), 2);
+    }
+    set_threads(1);
+    openblas_set_num_threads(before);
+    free(r);
 }
 
 static void test_scratch(void **state)
@@ -233,6 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range),       cmocka_unit_test(test_every_task_once),
         cmocka_unit_test(test_nested),      cmocka_unit_test(test_scratch),
+        cmocka_unit_test(test_run_blas),
         cmocka_unit_test(test_bad_counts),  cmocka_unit_test(test_fork),
         cmocka_unit_test(test_training_reproducible),
     };
