@@ -2,11 +2,14 @@
 -- it asserts nothing):
 --   - training tokens/s on bench_train's `small` config (4 layers, width 256, context 256,
 --     vocabulary 8192, global batch 8): each rank forward/backward on its rows, the gradient
---     all-reduce, AdamW, as the trainer's step does (scripts/trainer/dist.lua);
+--     all-reduce, AdamW, as the trainer's step does (scripts/trainer/dist.lua), with the
+--     all-reduce overlapped with the backward (the default) or after it
+--     (DGA_OVERLAP_ALLREDUCE=0); the result's "overlap" field says which;
 --   - one alignment round at k = 64 probes of 4 sequences on the same model, split over the
---     ranks as the trainer splits it.
+--     ranks as the trainer splits it (DGA_BENCH_ALIGN=0 skips it).
 --   mpirun -np R build/mpi/dgalua --threads 1 bench/bench_mpi.lua
--- Rank 0 prints "RESULT {json}" lines for bench/run; times are wall clock, medians.
+-- DGA_BENCH_STEPS (default 8): timed steps. Rank 0 prints "RESULT {json}" lines for
+-- bench/run; times are wall clock, medians.
 local runinfo = require "dgalib.runinfo"
 local dist = require("trainer.dist").new({})
 local rank, size = dist.rank, dist.size
@@ -48,22 +51,22 @@ local x, y = X:narrow(first, rows), Y:narrow(first, rows)
 local function step()
     model:zero_grad()
     model:forward(x, y)
-    model:backward()
-    if size > 1 then dist:reduce_step(model, rows, B) end
+    if size > 1 then dist:backward_step(model, rows, B) else model:backward() end
     model:clip_grad(1.0)
     opt:step()
 end
 
+local n_steps = tonumber(os.getenv("DGA_BENCH_STEPS") or "") or 8
 for _ = 1, 2 do step() end
 local times, comm = {}, {}
-for _ = 1, 8 do
+for _ = 1, n_steps do
     if size > 1 then dga.allgather(dga.zeros(1)) end   -- start the steps together
     local t0 = runinfo.now()
     step()
     times[#times + 1] = runinfo.now() - t0
 end
 -- the all-reduce alone, on the same buffer
-for _ = 1, 8 do
+for _ = 1, n_steps do
     if size > 1 then dga.allgather(dga.zeros(1)) end
     local t0 = runinfo.now()
     model:allreduce_grads(1.0)
@@ -71,8 +74,9 @@ for _ = 1, 8 do
 end
 local st, ct = median(times), median(comm)
 result{{"kind", "dp_train"}, {"config", "small"}, {"threads", 1}, {"ranks", size},
-       {"tokens_per_s", B * T / st}, {"step_ms", st * 1e3}, {"allreduce_ms", ct * 1e3},
-       {"params", model:num_params()}}
+       {"overlap", dist.overlap and 1 or 0}, {"tokens_per_s", B * T / st},
+       {"step_ms", st * 1e3}, {"allreduce_ms", ct * 1e3}, {"params", model:num_params()}}
+if os.getenv("DGA_BENCH_ALIGN") == "0" then return end
 
 -- The alignment round: k = 64 probes of 4 sequences.
 local K, nb = 64, 4

@@ -16,6 +16,7 @@
 #include "dgal.h"
 #include "adamw.h"
 #include "comm.h"
+#include "dp.h"
 #include "gpt.h"
 #include "model.h"
 #include "pool.h"
@@ -304,6 +305,20 @@ static int m_allreduce_grads(lua_State *L)
     return 1;
 }
 
+/* m:backward_allreduce([scale]): m:backward() and m:allreduce_grads(scale) in one, the
+ * reduction of each block's gradient started as soon as the backward has finished it (dp.h):
+ * the same bits on every rank, and the bits of the two calls at one or two ranks. Returns m. */
+static int m_backward_allreduce(lua_State *L)
+{
+    dga_model *m = dgal_check_model(L, 1);
+    lua_Number s = luaL_optnumber(L, 2, 1.0);
+    luaL_argcheck(L, isfinite(s), 2, "scale must be a finite number");
+    /* as m:backward: the forward is checked by dga_model_backward, before anything is sent */
+    DGAL_CHECK(L, dga_dp_backward(m, (float)s));
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* m:checksum() -> a 16-digit hex string: FNV-1a over the parameters' bytes. Replicas of a
  * data-parallel run compare it to find a rank whose parameters drifted. */
 static int m_checksum(lua_State *L)
@@ -569,6 +584,7 @@ void dgal_open_model(lua_State *L)
         {"params", m_params},
         {"grads", m_grads},
         {"allreduce_grads", m_allreduce_grads},
+        {"backward_allreduce", m_backward_allreduce},
         {"checksum", m_checksum},
         {"set_params", m_set_params},
         {"get", m_get},

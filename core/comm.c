@@ -20,6 +20,45 @@ static dga_status check_root(int root, int size, const char *what)
     return DGA_OK;
 }
 
+/* The reduction between dga_comm_reduce_begin and _finish: floats started, pieces posted. */
+static struct {
+    int    active;
+    size_t started, posted;
+} red;
+
+static dga_status check_op(dga_reduce_op op, const char *what)
+{
+    if (op != DGA_REDUCE_SUM && op != DGA_REDUCE_MEAN)
+        return dga_fail(DGA_ERR_INVALID, "%s: unknown operation %d", what, (int)op);
+    return DGA_OK;
+}
+
+static dga_status check_active(const char *what)
+{
+    if (!red.active)
+        return dga_fail(DGA_ERR_INVALID, "%s: no reduction in progress (reduce_begin first)",
+                        what);
+    return DGA_OK;
+}
+
+static dga_status begin_reduction(void)
+{
+    if (red.active)
+        return dga_fail(DGA_ERR_INVALID, "reduce_begin: a reduction is already in progress");
+    red.active = 1, red.started = red.posted = 0;
+    return DGA_OK;
+}
+
+/* Ends the reduction at finish: its ranges must have covered the buffer's n floats. */
+static dga_status end_reduction(size_t n)
+{
+    red.active = 0;
+    if (red.started != n)
+        return dga_fail(DGA_ERR_INVALID, "reduce_finish: the ranges started cover %zu floats, "
+                        "the buffer has %zu", red.started, n);
+    return DGA_OK;
+}
+
 #ifndef DGA_MPI
 
 int dga_comm_has_mpi(void) { return 0; }
@@ -31,9 +70,36 @@ int dga_comm_size(void) { return 1; }
 dga_status dga_comm_allreduce(float *buf, size_t n, dga_reduce_op op)
 {
     (void)buf, (void)n;
-    if (op != DGA_REDUCE_SUM && op != DGA_REDUCE_MEAN)
-        return dga_fail(DGA_ERR_INVALID, "allreduce: unknown operation %d", (int)op);
-    return DGA_OK;   /* one rank: the sum and the mean of one buffer are the buffer */
+    return check_op(op, "allreduce");   /* one rank: the sum and the mean are the buffer */
+}
+
+dga_status dga_comm_reduce_begin(size_t n, size_t max_ranges)
+{
+    (void)n, (void)max_ranges;
+    return begin_reduction();
+}
+
+dga_status dga_comm_reduce_start(float *buf, size_t n)
+{
+    (void)buf;
+    dga_status st = check_active("reduce_start");
+    if (st == DGA_OK) red.started += n;
+    return st;
+}
+
+dga_status dga_comm_reduce_finish(float *buf, size_t n, dga_reduce_op op)
+{
+    (void)buf;
+    dga_status st = check_active("reduce_finish");
+    if (st == DGA_OK) st = end_reduction(n);
+    if (st == DGA_OK) st = check_op(op, "reduce_finish");
+    return st;   /* one rank: the sum and the mean of one buffer are the buffer */
+}
+
+dga_status dga_comm_reduce_abandon(dga_status st)
+{
+    red.active = 0;
+    return st;
 }
 
 dga_status dga_comm_bcast(void *buf, size_t bytes, int root)
@@ -116,9 +182,8 @@ int dga_comm_size(void)
  * does not promise (its algorithms may add in a different order on different ranks). */
 dga_status dga_comm_allreduce(float *buf, size_t n, dga_reduce_op op)
 {
-    if (op != DGA_REDUCE_SUM && op != DGA_REDUCE_MEAN)
-        return dga_fail(DGA_ERR_INVALID, "allreduce: unknown operation %d", (int)op);
-    dga_status st = dga_comm_init();
+    dga_status st = check_op(op, "allreduce");
+    if (st == DGA_OK) st = dga_comm_init();
     if (st != DGA_OK) return st;
     for (size_t off = 0; off < n; off += PIECE) {
         int m = (int)(n - off < PIECE ? n - off : PIECE);
@@ -133,6 +198,92 @@ dga_status dga_comm_allreduce(float *buf, size_t n, dga_reduce_op op)
         for (size_t i = 0; i < n; i++) buf[i] /= s;
     }
     return DGA_OK;
+}
+
+/* The requests of the reduction in progress: room reserved by reduce_begin, so that
+ * nothing is allocated between two posts. */
+static MPI_Request *reqs;
+static size_t n_reqs, cap_reqs;
+
+static void wait_pending(void)
+{
+    if (n_reqs) MPI_Waitall((int)n_reqs, reqs, MPI_STATUSES_IGNORE);
+    n_reqs = 0;
+}
+
+dga_status dga_comm_reduce_begin(size_t n, size_t max_ranges)
+{
+    if (red.active) return begin_reduction();   /* the error, before reqs can move */
+    dga_status st = dga_comm_init();
+    if (st != DGA_OK) return st;
+    /* a range of k floats is at most k / PIECE + 1 pieces; the ranges add up to n floats */
+    size_t need = max_ranges + n / PIECE + 1;
+    if (need > (size_t)INT_MAX) need = INT_MAX;   /* MPI_Waitall's count; more waits first */
+    if (need > cap_reqs) {
+        MPI_Request *r = realloc(reqs, need * sizeof *r);
+        if (!r) return dga_fail(DGA_ERR_NOMEM, "reduce_begin: cannot allocate %zu requests", need);
+        reqs = r, cap_reqs = need;
+    }
+    n_reqs = 0;
+    return begin_reduction();
+}
+
+dga_status dga_comm_reduce_start(float *buf, size_t n)
+{
+    dga_status st = check_active("reduce_start");
+    if (st != DGA_OK) return st;
+    for (size_t off = 0; off < n; off += PIECE) {
+        /* more ranges than begin was told: wait for the posted ones rather than allocate
+         * (every rank posts the same sequence, so the wait ends) */
+        if (n_reqs == cap_reqs) wait_pending();
+        int m = (int)(n - off < PIECE ? n - off : PIECE);
+        MPI_Request *r = &reqs[n_reqs++];
+        if (g_rank == 0)
+            MPI_Ireduce(MPI_IN_PLACE, buf + off, m, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, r);
+        else
+            MPI_Ireduce(buf + off, NULL, m, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, r);
+        red.posted++;
+    }
+    red.started += n;
+    /* Open MPI moves a non-blocking collective on only inside an MPI call: this one lets
+     * the posted reductions advance while the caller computes the next range. */
+    int done = 0;
+    if (n_reqs) MPI_Testall((int)n_reqs, reqs, &done, MPI_STATUSES_IGNORE);
+    if (done) n_reqs = 0;
+    return DGA_OK;
+}
+
+dga_status dga_comm_reduce_finish(float *buf, size_t n, dga_reduce_op op)
+{
+    dga_status st = check_active("reduce_finish");
+    if (st != DGA_OK) return st;
+    wait_pending();   /* first: whatever the checks say, nothing stays pending */
+    if ((st = end_reduction(n)) != DGA_OK) return st;
+    if ((st = check_op(op, "reduce_finish")) != DGA_OK) return st;
+    for (size_t off = 0; off < n; off += PIECE)
+        MPI_Bcast(buf + off, (int)(n - off < PIECE ? n - off : PIECE), MPI_FLOAT, 0,
+                  MPI_COMM_WORLD);
+    if (op == DGA_REDUCE_MEAN) {
+        float s = (float)g_size;
+        for (size_t i = 0; i < n; i++) buf[i] /= s;
+    }
+    return DGA_OK;
+}
+
+dga_status dga_comm_reduce_abandon(dga_status st)
+{
+    if (!red.active) return st;
+    red.active = 0;
+    if (red.posted == 0 || g_size == 1) {
+        wait_pending();   /* one rank: its own requests complete without anyone else */
+        return st;
+    }
+    /* The other ranks have posted the same reductions and will wait in them, or in the
+     * broadcast, for ever: MPI cannot cancel a collective, so the job ends. */
+    fprintf(stderr, "dgalua: rank %d of %d: %s (during a gradient reduction)\n", g_rank,
+            g_size, dga_last_error());
+    dga_comm_finalize(st != DGA_OK ? (int)st : 1);
+    return st;   /* not reached: MPI_Abort ends the process */
 }
 
 dga_status dga_comm_bcast(void *buf, size_t bytes, int root)

@@ -511,6 +511,14 @@ static dga_status gpt_forward(dga_model *base, const int32_t *inputs, const int3
     return DGA_OK;
 }
 
+/* Tells the caller of backward that tensors first .. first + count - 1 (adjacent in the
+ * layout, so one range) are final. */
+static void announce_tensors(gpt *m, size_t first, size_t count)
+{
+    const dga_tensor_info *a = &m->tensors[first], *z = &m->tensors[first + count - 1];
+    dga_model_grads_ready(&m->base, a->offset, z->offset + z->numel - a->offset);
+}
+
 static dga_status gpt_backward(dga_model *base)
 {
     gpt *m = (gpt *)base;
@@ -522,10 +530,16 @@ static dga_status gpt_backward(dga_model *base)
     memset(m->dres, 0, N * C * sizeof(float));
     dga_op_layernorm_bwd(m->dres, m->g.lnf_w, m->g.lnf_b, m->dtmp, x_last, m->w.lnf_w,
                          m->lnf.mean, m->lnf.rstd, N, C);
-    for (int l = L - 1; l >= 0; l--)
+    /* Each range as soon as it is final (dga_model_backward). Not wte: the head is tied,
+     * and the embedding's gradient goes into it last. */
+    announce_tensors(m, N_HEAD + (size_t)L * N_BLOCK, N_TAIL);
+    for (int l = L - 1; l >= 0; l--) {
         block_backward(m, &m->w.h[l], &m->g.h[l], &m->acts[l], l > 0 ? m->acts[l - 1].res3 : m->x0,
                        B, T);
+        announce_tensors(m, N_HEAD + (size_t)l * N_BLOCK, N_BLOCK);
+    }
     dga_op_embed_bwd(m->g.wte, m->g.wpe, m->dres, m->inputs, B, T, C);
+    announce_tensors(m, 0, N_HEAD);
     return DGA_OK;
 }
 

@@ -93,12 +93,35 @@ dga_status dga_model_forward(dga_model *m, const int32_t *inputs, const int32_t 
     return st;
 }
 
+void dga_model_set_grads_ready(dga_model *m, dga_grads_ready_fn fn, void *ctx)
+{
+    m->grads_ready = fn;
+    m->grads_ready_ctx = fn ? ctx : NULL;
+}
+
+void dga_model_grads_ready(dga_model *m, size_t offset, size_t count)
+{
+    m->grads_announced += count;
+    if (m->grads_ready && count) m->grads_ready(m->grads_ready_ctx, offset, count);
+}
+
 dga_status dga_model_backward(dga_model *m)
 {
     if (m->fwd_B == 0)
         return dga_fail(DGA_ERR_INVALID, "backward: no forward pass to differentiate (call "
                         "forward first; a failed forward clears it)");
-    return m->vt->backward(m);
+    m->grads_announced = 0;
+    dga_status st = m->vt->backward(m);
+    if (st != DGA_OK) return st;
+    /* an architecture that announces nothing: the whole buffer is final now */
+    if (m->grads_announced == 0) dga_model_grads_ready(m, 0, m->num_params);
+    /* A count that is off means a range announced twice or never: a caller reducing the
+     * ranges as they come would have sent a wrong or partial gradient. */
+    if (m->grads_announced != m->num_params)
+        return dga_fail(DGA_ERR_INVALID, "backward: the %s architecture announced %zu gradient "
+                        "floats as final, but the model has %zu", m->vt->arch,
+                        m->grads_announced, m->num_params);
+    return DGA_OK;
 }
 
 const float *dga_model_seq_losses(const dga_model *m, int *B)

@@ -37,6 +37,10 @@ typedef struct {
 
 typedef struct dga_model dga_model;
 
+/* Told during dga_model_backward that grads[offset .. offset + count) is final: the rest of
+ * this backward neither writes nor reads it (the callback may change it in place). */
+typedef void (*dga_grads_ready_fn)(void *ctx, size_t offset, size_t count);
+
 /* What an architecture implements. Every function receives arguments that the dga_model_*
  * wrappers have already checked: 1 <= B <= max_batch, 1 <= T <= n_ctx, inputs in [0, V),
  * targets in [0, V) or DGA_IGNORE, non-NULL buffers. */
@@ -46,7 +50,11 @@ typedef struct {
      * Must fill m->seq_loss[0..B) (dga_model_seq_losses). */
     dga_status (*forward)(dga_model *m, const int32_t *inputs, const int32_t *targets, int B,
                           int T, int n_valid, float *loss);
-    /* Accumulates the gradient of the last forward's loss into m->grads. */
+    /* Accumulates the gradient of the last forward's loss into m->grads, and announces
+     * with dga_model_grads_ready each contiguous range of it as soon as it is final (in
+     * floats; every float exactly once), so that a caller can start sending it while the
+     * rest of the backward runs. One that announces nothing is announced whole at the end
+     * by dga_model_backward, which is correct, only without overlap. */
     dga_status (*backward)(dga_model *m);
     /* Forward only: per-sequence NLL sums and target counts (either may be NULL). */
     dga_status (*eval)(dga_model *m, const int32_t *inputs, const int32_t *targets, int B,
@@ -75,6 +83,11 @@ struct dga_model {
     const dga_tensor_info *tensors;
     float  *seq_loss;           /* max_batch floats: mean loss per sequence, last forward */
     int     fwd_B;              /* rows of the last successful forward, 0 if none */
+    /* Set by dga_model_set_grads_ready (a zeroed header: none); the count of floats announced
+     * in the current backward, kept by dga_model_grads_ready. */
+    dga_grads_ready_fn grads_ready;
+    void   *grads_ready_ctx;
+    size_t  grads_announced;
 };
 
 void       dga_model_free(dga_model *m);                 /* NULL is fine */
@@ -104,8 +117,21 @@ double     dga_model_flops_per_token(const dga_model *m, int T);
 dga_status dga_model_forward(dga_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float *loss);
 
-/* Accumulates d(loss)/d(theta) of the last dga_model_forward into the gradient buffer. */
+/* Accumulates d(loss)/d(theta) of the last dga_model_forward into the gradient buffer.
+ * With a grads_ready callback installed, calls it for ranges covering [0, num_params)
+ * exactly once, each as soon as that range is final, in the order the architecture finishes
+ * them (GPT-2: ln_f, the blocks from the last to the first, then wte and wpe, since the tied
+ * wte also takes the embedding's gradient); the callback may read and change its range in
+ * place (data parallelism scales it and starts its reduction: dp.h). A backward that fails
+ * may have announced part of the buffer. */
 dga_status dga_model_backward(dga_model *m);
+
+/* Installs fn(ctx, offset, count) as the grads_ready callback of every later backward
+ * (NULL removes it). */
+void       dga_model_set_grads_ready(dga_model *m, dga_grads_ready_fn fn, void *ctx);
+/* For architectures, inside backward: grads[offset .. offset + count) is final. Calls the
+ * callback, if one is installed, and counts the floats for dga_model_backward's check. */
+void       dga_model_grads_ready(dga_model *m, size_t offset, size_t count);
 
 /* The mean loss of each of the B sequences of the last successful dga_model_forward (the
  * per-position losses that forward computed anyway; 0 for a sequence whose targets are all

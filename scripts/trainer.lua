@@ -62,6 +62,9 @@
 --             rank runs alone
 --   check_replicas  compare the ranks' parameters at every metrics row, fail on a mismatch
 --             (default false; env DGA_CHECK_REPLICAS=1)
+--   overlap_allreduce  data parallel: start summing each block's gradient over the ranks as
+--             soon as backward finishes it (default true; false, or env DGA_OVERLAP_ALLREDUCE=0:
+--             one all-reduce after the backward; the same losses at two ranks)
 -- Options (opts): resume, overwrite (replace a run already in run_dir), quiet, stop_at (a metrics step: stop there cleanly, with a
 -- checkpoint), hooks = {after_step = fn(step, run), before_pointer = fn(step, run)}.
 local config = require "trainer.config"

@@ -260,6 +260,11 @@ M.classes = {
          doc = "Data parallelism: the gradient buffer becomes the sum over ranks of scale times each rank's, "
                .. "in place, the same bits on every rank.",
          example = "m:allreduce_grads(rows / B)"},
+        {"backward_allreduce", args = "([scale])", returns = "the model",
+         doc = "Data parallelism: m:backward() and m:allreduce_grads(scale) in one, each block's gradient sent to "
+               .. "rank 0 as soon as the backward has finished it; the same bits on every rank, and the bits of "
+               .. "the two calls at one or two ranks (README, Scaling out).",
+         example = "m:forward(x, y); m:backward_allreduce(rows / B)"},
         {"checksum", args = "()", returns = "string", doc = "A 64-bit FNV-1a hash of the parameters' bytes, in hex (replica checks).",
          example = "print(m:checksum())"},
         {"set_params", args = "(flat)", returns = "nothing", doc = "Overwrites all parameters from a flat float32 vector.",

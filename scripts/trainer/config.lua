@@ -25,6 +25,7 @@ M.defaults = {
     progress = true,
     data_parallel = true,     -- under mpirun: train one model over the ranks (trainer/dist.lua)
     check_replicas = false,   -- compare the ranks' parameters at every metrics row
+    overlap_allreduce = true, -- sum each block's gradient over the ranks as backward ends it
 }
 
 local function fill_defaults(cfg, defaults)

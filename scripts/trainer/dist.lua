@@ -11,10 +11,15 @@
 --     state is independent of R. Drawing B indices instead of B / R costs microseconds.
 --     When R does not divide B the shares differ by one row; each rank scales its gradient
 --     by rows / B before the sum, so the result is the global batch's mean gradient.
---   - The gradients are summed over ranks in one collective over the flat buffer
---     (m:allreduce_grads), whose result has the same bits on every rank; so clip and AdamW
---     give the same parameters everywhere. The per-sequence losses are gathered, so the
---     logged loss and the per-domain training losses are the global ones.
+--   - The gradients are summed over ranks into the flat buffer with the same bits on every
+--     rank, so clip and AdamW give the same parameters everywhere. By default the sum
+--     overlaps the backward (m:backward_allreduce, core/dp.h): each block's range of the
+--     gradient starts its reduction to rank 0 as soon as the backward has finished it, and
+--     rank 0's sums are broadcast at the end. cfg.overlap_allreduce = false (or
+--     DGA_OVERLAP_ALLREDUCE=0) runs the backward and then one collective over the buffer
+--     (m:allreduce_grads): the same bits at two ranks, possibly not the last bits at more.
+--     The per-sequence losses are gathered, so the logged loss and the per-domain training
+--     losses are the global ones.
 --   - DGA_DATA_PARALLEL=0 (or cfg.data_parallel = false) makes every rank a one-rank run of
 --     its own; so does M.independent = true, which a sweep sets while each rank runs its own
 --     cells (scripts/dgalib/sweep.lua).
@@ -42,6 +47,9 @@ function M.new(cfg)
     local check = env_flag("DGA_CHECK_REPLICAS")
     if check == nil then check = cfg.check_replicas and true or false end
     self.check = check and self.size > 1
+    local overlap = env_flag("DGA_OVERLAP_ALLREDUCE")
+    if overlap == nil then overlap = cfg.overlap_allreduce ~= false end
+    self.overlap = overlap
     return self
 end
 
@@ -75,11 +83,18 @@ function D:agree_error(msg)
     if msg then error(msg, 0) end
 end
 
--- After backward on this rank's rows: the global mean gradient in the model's buffer, and the
--- global batch's mean loss from every rank's per-sequence losses. Returns the loss and the
--- gathered per-sequence losses (float32 B, in global row order).
-function D:reduce_step(model, n, B)
-    model:allreduce_grads(n / B)
+-- After forward on this rank's n rows of a global batch of B: the backward, with the global
+-- mean gradient in the model's buffer (the reduction overlapped with the backward unless
+-- self.overlap is false), and the global batch's mean loss from every rank's per-sequence
+-- losses. Returns the loss and the gathered per-sequence losses (float32 B, in global row
+-- order).
+function D:backward_step(model, n, B)
+    if self.overlap then
+        model:backward_allreduce(n / B)
+    else
+        model:backward()
+        model:allreduce_grads(n / B)
+    end
     local all = dga.allgather(model:seq_losses())
     local sum = 0
     for i = 1, B do sum = sum + all[i] end

@@ -328,9 +328,8 @@ function Run:train()
             local inputs, targets = self.src.gather(domains:narrow(first, rows), indices:narrow(first, rows))
             model:zero_grad()
             model:forward(inputs, targets)
-            model:backward()
             local seq
-            loss, seq = dist:reduce_step(model, rows, cfg.batch)
+            loss, seq = dist:backward_step(model, rows, cfg.batch)
             self.train_losses:add(domains, seq)
         end
         local norm = self.clip and self.clip > 0 and model:clip_grad(self.clip) or model:grad_norm()

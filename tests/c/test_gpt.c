@@ -1,6 +1,7 @@
 /* GPT model: layout and init, whole-model gradient check against a double-precision
  * reference forward, memorisation with AdamW, determinism, input validation, eval and
- * next_logits consistency, forward mode (dga_model_jvp) against backward and the reference. */
+ * next_logits consistency, forward mode (dga_model_jvp) against backward and the reference,
+ * and the ranges backward announces final (grads_ready). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -682,6 +683,78 @@ static void test_interrupt(void **state)
     dga_model_free(m);
 }
 
+/* What a grads_ready callback saw: the ranges in order, how often each float was announced,
+ * and each float's value when announced (to compare with its value after the backward). */
+typedef struct {
+    dga_model *m;
+    int n;
+    size_t off[64], len[64];
+    int *times;
+    float *snap;
+} announced;
+
+static void record(void *ctx, size_t offset, size_t count)
+{
+    announced *a = ctx;
+    assert_true(a->n < 64);
+    a->off[a->n] = offset, a->len[a->n++] = count;
+    assert_true(offset + count <= dga_model_num_params(a->m));
+    for (size_t i = offset; i < offset + count; i++) a->times[i]++;
+    memcpy(a->snap + offset, dga_model_grads(a->m) + offset, count * sizeof(float));
+}
+
+static void test_grads_ready(void **state)
+{
+    (void)state;
+    dga_gpt_config c = {.n_layer = 3, .n_head = 2, .n_embd = 16, .n_ctx = 8, .vocab_size = 32};
+    dga_model *m = make(&c, 2, 9);
+    const size_t n = dga_model_num_params(m);
+    int32_t in[2 * 8], tg[2 * 8];
+    dga_rng r;
+    dga_rng_seed(&r, 4);
+    random_tokens(in, 16, 32, &r);
+    random_tokens(tg, 16, 32, &r);
+    tg[5] = DGA_IGNORE;
+    float loss, *plain = malloc(n * sizeof *plain);
+    announced a = {.m = m, .times = calloc(n, sizeof(int)), .snap = malloc(n * sizeof(float))};
+    assert_true(plain && a.times && a.snap);
+
+    /* without a callback, then with one: the same gradient bits (nothing changes the sums) */
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 8, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    memcpy(plain, dga_model_grads(m), n * sizeof *plain);
+    dga_model_zero_grad(m);
+    dga_model_set_grads_ready(m, record, &a);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, 8, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    dga_model_set_grads_ready(m, NULL, NULL);
+    assert_memory_equal(plain, dga_model_grads(m), n * sizeof *plain);
+
+    /* every float exactly once, and final when announced: its value did not change after */
+    for (size_t i = 0; i < n; i++) assert_int_equal(a.times[i], 1);
+    assert_memory_equal(a.snap, dga_model_grads(m), n * sizeof(float));
+
+    /* the order: ln_f, the blocks from the last, then wte and wpe (the tied head) together */
+    assert_int_equal(a.n, 2 + c.n_layer);
+    assert_int_equal(a.off[0], dga_model_find_tensor(m, "transformer.ln_f.weight")->offset);
+    for (int l = c.n_layer - 1, k = 1; l >= 0; l--, k++) {
+        char name[64];
+        snprintf(name, sizeof name, "transformer.h.%d.ln_1.weight", l);
+        assert_int_equal(a.off[k], dga_model_find_tensor(m, name)->offset);
+    }
+    const dga_tensor_info *wpe = dga_model_find_tensor(m, "transformer.wpe.weight");
+    assert_int_equal(a.off[a.n - 1], 0);
+    assert_int_equal(a.len[a.n - 1], wpe->offset + wpe->numel);
+
+    /* removed: the next backward tells nobody */
+    a.n = 0;
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    assert_int_equal(a.n, 0);
+    free(plain), free(a.times), free(a.snap);
+    dga_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -690,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_determinism),  cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_eval_and_logits), cmocka_unit_test(test_jvp),
         cmocka_unit_test(test_generate),    cmocka_unit_test(test_interrupt),
+        cmocka_unit_test(test_grads_ready),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* The dga_model interface with a second architecture: a bigram model (logits of the next
  * token = row W[token] of one V x V table), written here in a page against core/model.h
  * only. Alignment (exact, fd, jvp), held-out losses, per-sequence losses, generation and
- * the shared token checks then work on it unchanged; checkpoints refuse it by name. */
+ * the shared token checks then work on it unchanged; checkpoints refuse it by name. Its
+ * backward announces no range final (grads_ready): the wrapper announces the whole buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +61,9 @@ static dga_status bg_forward(dga_model *m, const int32_t *in, const int32_t *tg,
     return DGA_OK;
 }
 
+/* > 0: backward wrongly announces only its first row (the wrapper's check must catch it) */
+static int bg_announce_row;
+
 static dga_status bg_backward(dga_model *m)
 {
     bigram *g = (bigram *)m;
@@ -69,6 +73,7 @@ static dga_status bg_backward(dga_model *m)
         for (int v = 0; v < V; v++)
             d[v] += (g->probs[i * V + v] - (v == g->tg[i])) / (float)g->n_valid;
     }
+    if (bg_announce_row) dga_model_grads_ready(m, 0, V);
     return DGA_OK;
 }
 
@@ -239,10 +244,42 @@ static void test_second_architecture(void **state)
     dga_model_free(m);
 }
 
+static void count_ranges(void *ctx, size_t offset, size_t count)
+{
+    size_t *seen = ctx;
+    seen[0]++, seen[1] = offset, seen[2] = count;
+}
+
+static void test_default_announcement(void **state)
+{
+    (void)state;
+    dga_model *m = bigram_new(3);
+    dga_rng r;
+    dga_rng_seed(&r, 4);
+    int32_t in[2 * T], tg[2 * T];
+    batch(&r, 2, 1, in, tg);
+    float loss;
+    size_t seen[3] = {0};
+    dga_model_set_grads_ready(m, count_ranges, seen);
+    assert_int_equal(dga_model_forward(m, in, tg, 2, T, &loss), DGA_OK);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    assert_int_equal(seen[0], 1);   /* one range: the whole buffer, after the backward */
+    assert_int_equal(seen[1], 0);
+    assert_int_equal(seen[2], V * V);
+    /* an architecture that announces part of its buffer is caught */
+    bg_announce_row = 1;
+    assert_int_equal(dga_model_backward(m), DGA_ERR_INVALID);
+    bg_announce_row = 0;
+    assert_non_null(strstr(dga_last_error(), "the bigram architecture announced 12 gradient "
+                                             "floats as final, but the model has 144"));
+    dga_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_architecture),
+        cmocka_unit_test(test_default_announcement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

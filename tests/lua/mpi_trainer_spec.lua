@@ -18,6 +18,7 @@ local function setup()
     if not two then return nil, exe end
     return {two = two .. h.shell_quote(exe) .. " --threads 1",
             two_own = two .. "-x DGA_DATA_PARALLEL=0 " .. h.shell_quote(exe) .. " --threads 1",
+            two_after = two .. "-x DGA_OVERLAP_ALLREDUCE=0 " .. h.shell_quote(exe) .. " --threads 1",
             one = TIMEOUT .. h.shell_quote(h.DGALUA) .. " --threads 1"}
 end
 
@@ -99,6 +100,30 @@ print(rank, s.model:checksum(), string.format("%%a", s.specific_loss))
             h.rm(dir .. "/one")
             h.rm(dir .. "/two")
         end
+    end)
+
+    it("gives the same run with the all-reduce overlapped with the backward or after it", function()
+        -- two ranks: one addition per gradient element either way, so the same bits
+        local body = [[
+local s = trainer.run(fixture.config(dir .. '/%s', {steps = 12, eval_every = 2, batch = 5,
+  model = {layers = 2, width = 16, heads = 2}}), {quiet = true})
+print(rank, require("trainer.dist").new({}).overlap, s.model:checksum())
+]]
+        local code, on, err = run("two", body:format("on"))
+        assert.are.equal(0, code, err)
+        local off
+        code, off, err = run("two_after", body:format("off"))
+        assert.are.equal(0, code, err)
+        h.contains(on, "0\ttrue\t")
+        h.contains(off, "0\tfalse\t")
+        -- the same parameters on both ranks of both runs
+        local sums = {}
+        for sum in (on .. off):gmatch("%d%s+%a+%s+(%x+)") do sums[#sums + 1] = sum end
+        assert.are.equal(4, #sums)
+        for i = 2, 4 do assert.are.equal(sums[1], sums[i]) end
+        local a = h.rows_without_seconds(dir .. "/on/metrics.csv")
+        assert.are.equal(7, #a)
+        assert.are.same(a, h.rows_without_seconds(dir .. "/off/metrics.csv"))
     end)
 
     it("gives the one-rank alignments exactly, for exact, fd and jvp rounds", function()
