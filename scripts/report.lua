@@ -396,6 +396,8 @@ M.SECTIONS = {
      intro = "Specific held-out loss (final, best, final - best), loss spikes (an evaluation whose specific "
           .. "loss rose above the previous one by more than 1% of the running minimum), generic held-out "
           .. "loss, mean L1 change of the sampling weights per update, most epochs any domain went through. "
+          .. "Every domain is capped at the same token budget, so the natural mixture (proportional to the "
+          .. "tokens a domain holds) is the uniform one: those two rows are equal by construction. "
           .. "The paper (Fan et al., 2024, section 3.1) finds that IS overfits when tokens are scarce, and "
           .. "that DGA, with the EMA, avoids it and reaches the lowest specific loss.",
      claims = {
@@ -452,6 +454,46 @@ M.SECTIONS = {
      intro = "The short demo: uniform against DGA on one target."},
 }
 
+-- "2026-11-25T08:12:06Z" -> seconds; only differences of these are used, so the time zone
+-- os.time assumes cancels out.
+local function iso_seconds(t)
+    local y, mo, d, h, mi, se = tostring(t or ""):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+    if not y then return nil end
+    return os.time({year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+                    min = tonumber(mi), sec = tonumber(se)})
+end
+
+-- How long the study took, from its runs' summary.json alone: per experiment the number of
+-- runs, the sum of their wall seconds and the span from the first run's start to the last
+-- one's end; and the span of the whole study. Store builds and setup before an experiment's
+-- first run are inside the whole span (except the first experiment's), the report is not.
+-- Returns the markdown table, or nil when no run recorded its times.
+function M.timing(study)
+    local rows, first, last = {}, nil, nil
+    for _, sec in ipairs(M.SECTIONS) do
+        local n, sum, lo, hi = 0, 0, nil, nil
+        for _, path in ipairs(find_summaries(study .. "/" .. sec.name)) do
+            local s = read_json(path)
+            local fin, secs = iso_seconds(s.finished), tonumber(s.seconds)
+            if fin and secs then
+                n, sum = n + 1, sum + secs
+                lo = math.min(lo or math.huge, fin - secs)
+                hi = math.max(hi or -math.huge, fin)
+            end
+        end
+        if n > 0 then
+            rows[#rows + 1] = string.format("| %s | %d | %.0f | %.0f (%.2f h) |", sec.name, n, sum,
+                                            hi - lo, (hi - lo) / 3600)
+            first, last = math.min(first or math.huge, lo), math.max(last or -math.huge, hi)
+        end
+    end
+    if #rows == 0 then return nil end
+    rows[#rows + 1] = string.format("| **whole study** | | | %.0f (%.2f h) |", last - first,
+                                    (last - first) / 3600)
+    return "| experiment | runs | sum of run times (s) | first start to last end (s) |\n"
+           .. "|---|---:|---:|---:|\n" .. table.concat(rows, "\n")
+end
+
 local function copy_file(src, dst)
     local text = runinfo.read_file(src)
     if text then runinfo.write_atomic(dst, text) end
@@ -494,6 +536,18 @@ function M.results(study, docs, opts)
                 out[#out + 1] = ""
             end
         end
+    end
+    local timing = M.timing(study)
+    if timing then
+        out[#out + 1] = "## How long it took"
+        out[#out + 1] = ""
+        out[#out + 1] = "From the runs' own start and end times (`summary.json`). Runs went two at a time "
+                        .. "(`--jobs 2`, one thread each), so the sum of run times is about twice the span. The "
+                        .. "span of the whole study includes the store builds and setup between experiments, "
+                        .. "but not the first experiment's setup nor this report."
+        out[#out + 1] = ""
+        out[#out + 1] = timing
+        out[#out + 1] = ""
     end
     runinfo.write_atomic(docs .. "/results.md", table.concat(out, "\n") .. "\n")
     if not opts.quiet then print("wrote " .. docs .. "/results.md") end
