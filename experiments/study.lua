@@ -21,6 +21,10 @@
 -- about 12,100 CPU seconds: 1.7 hours on 2 cores with --jobs 2, 1.9 hours with the serial
 -- parts (setup in each parent, the last cell of each experiment alone), under the 2.5 hours
 -- allowed. --quick: a few minutes on an idle machine.
+-- Measured (docs/results.md, "How long it took", from the runs' own times): on 2026-11-25, on a
+-- 2-core Zen 3 VM without AVX-512 whose elementwise kernels run 2-3x slower than the machine
+-- above (README, Performance), lowdata alone took 1.16 h, so there the whole study does not fit
+-- in 2.5 hours; it resumes across sessions (--out results/study keeps the committed records).
 local argparse = require "argparse"
 local runinfo = require "dgalib.runinfo"
 

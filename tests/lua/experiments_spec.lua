@@ -151,6 +151,31 @@ describe("report", function()
         h.contains(md, "| uniform | 2 | 1.2500 [")
         h.contains(md, "| dga_ema_fixed | 2 | 2.2500 [")
     end)
+
+    it("says how long the study took from the runs' own start and end times", function()
+        local study = h.tmpdir()
+        local function run(exp, cell, seed, finished, seconds)
+            local d = string.format("%s/%s/%s/seed-%d", study, exp, cell, seed)
+            assert(os.execute("mkdir -p " .. h.shell_quote(d)))
+            h.write(d .. "/summary.json", json.encode({cell = cell, seed = seed, finished = finished,
+                                                       seconds = seconds, metrics = {x = 1}}))
+        end
+        -- lowdata: two runs side by side, 10:00:00-10:01:40 and 10:00:30-10:02:00 -> span 120 s;
+        -- recover starts at 10:05:00 and ends 10:06:00 -> the whole study spans 360 s
+        run("lowdata", "t/a", 1, "2026-11-25T10:01:40Z", 100)
+        run("lowdata", "t/b", 1, "2026-11-25T10:02:00Z", 90)
+        run("recover", "m/a", 1, "2026-11-25T10:06:00Z", 60)
+        run("recover", "m/b", 1, "not a time", 60)   -- ignored: no usable end time
+        local md = report.timing(study)
+        h.rm(study)
+        h.contains(md, "| lowdata | 2 | 190 | 120 (0.03 h) |")
+        h.contains(md, "| recover | 1 | 60 | 60 (0.02 h) |")
+        h.contains(md, "| **whole study** | | | 360 (0.10 h) |")
+        assert.is_nil(md:find("mmlu_dist", 1, true))
+        local empty = h.tmpdir()
+        assert.is_nil(report.timing(empty))
+        h.rm(empty)
+    end)
 end)
 
 -- The --quick runs, through the dgalua executable, on the shared data: each must finish,
