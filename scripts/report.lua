@@ -537,6 +537,20 @@ function M.results(study, docs, opts)
             end
         end
     end
+    -- Figures of an earlier report that this one did not write (an experiment or cell not run
+    -- now) would sit in docs/ unreferenced: remove them.
+    local written = {}
+    for _, line in ipairs(out) do
+        local f = line:match("^!%[[^%]]*%]%(([^)]+)%)$")
+        if f then written[f] = true end
+    end
+    for name in lfs.dir(docs) do
+        for _, sec in ipairs(M.SECTIONS) do
+            if name:sub(1, #sec.name + 1) == sec.name .. "_" and name:match("%.png$") and not written[name] then
+                os.remove(docs .. "/" .. name)
+            end
+        end
+    end
     local timing = M.timing(study)
     if timing then
         out[#out + 1] = "## How long it took"

@@ -142,8 +142,13 @@ describe("report", function()
             put(study .. "/quickstart", "t/uniform", s, {specific_final = v})
             put(study .. "/quickstart", "t/dga_ema_fixed", s, {specific_final = v + 1})
         end
+        -- a figure an earlier report wrote for an experiment not run now goes; other files stay
+        h.write(docs .. "/recover_curves_old.png", "png")
+        h.write(docs .. "/model.md", "kept")
         report.results(study, docs, {plot = false, quiet = true, note = "A smoke run."})
         local md = h.read(docs .. "/results.md")
+        assert.is_nil(io.open(docs .. "/recover_curves_old.png"))
+        assert.are.equal("kept", h.read(docs .. "/model.md"))
         h.rm(study)
         h.rm(docs)
         assert.truthy(md:find("^# Results of the study\n\n%*%*A smoke run%.%*%*\n"), md:sub(1, 80))
