@@ -296,11 +296,7 @@ static int m_allreduce_grads(lua_State *L)
     dga_model *m = dgal_check_model(L, 1);
     lua_Number s = luaL_optnumber(L, 2, 1.0);
     luaL_argcheck(L, isfinite(s), 2, "scale must be a finite number");
-    float *g = dga_model_grads(m);
-    size_t n = dga_model_num_params(m);
-    if (s != 1.0)
-        for (size_t i = 0; i < n; i++) g[i] *= (float)s;
-    DGAL_CHECK(L, dga_comm_allreduce(g, n, DGA_REDUCE_SUM));
+    DGAL_CHECK(L, dga_dp_allreduce(m, (float)s));
     lua_settop(L, 1);
     return 1;
 }

@@ -9,14 +9,19 @@ typedef struct {
     dga_status st;   /* the first failure of a start */
 } dp_ctx;
 
-/* Called by the architecture as each range becomes final: scale it (the same product
- * m:allreduce_grads applies to the whole buffer) and start its sum. */
+/* This rank's share of the global batch's mean: the one product both reductions apply. */
+static void scale_range(float *g, size_t count, float scale)
+{
+    if (scale != 1.0f)
+        for (size_t i = 0; i < count; i++) g[i] *= scale;
+}
+
+/* Called by the architecture as each range becomes final: scale it and start its sum. */
 static void dp_grads_ready(void *ctx, size_t offset, size_t count)
 {
     dp_ctx *c = ctx;
     float *g = c->grads + offset;
-    if (c->scale != 1.0f)
-        for (size_t i = 0; i < count; i++) g[i] *= c->scale;
+    scale_range(g, count, c->scale);
     dga_status st = dga_comm_reduce_start(g, count);
     if (st != DGA_OK && c->st == DGA_OK) c->st = st;
 }
@@ -37,4 +42,12 @@ dga_status dga_dp_backward(dga_model *m, float scale)
     if (st == DGA_OK) st = c.st;
     if (st != DGA_OK) return dga_comm_reduce_abandon(st);
     return dga_comm_reduce_finish(g, n, DGA_REDUCE_SUM);
+}
+
+dga_status dga_dp_allreduce(dga_model *m, float scale)
+{
+    float *g = dga_model_grads(m);
+    const size_t n = dga_model_num_params(m);
+    scale_range(g, n, scale);
+    return dga_comm_allreduce(g, n, DGA_REDUCE_SUM);
 }

@@ -21,4 +21,8 @@
  * before any range is sent (no forward) is returned; one after ends the job (comm.h). */
 dga_status dga_dp_backward(dga_model *m, float scale);
 
+/* The same sum after the backward, in one collective over the whole buffer (the
+ * non-overlapped baseline, m:allreduce_grads): scale, then dga_comm_allreduce. */
+dga_status dga_dp_allreduce(dga_model *m, float scale);
+
 #endif
