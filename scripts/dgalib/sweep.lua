@@ -45,6 +45,8 @@
 -- fields as canonical JSON, policy options included). An unfinished pair whose directory
 -- holds a checkpoint resumes from it (topts.resume = true); one that holds a run but no
 -- checkpoint restarts (topts.overwrite = true). run_cell must pass topts to trainer.run.
+-- The coordinator holds <out>/.sweep.lock while it runs: a second sweep on the same --out
+-- stops at once, naming the first one's process, instead of failing pair by pair.
 --
 -- With --jobs N > 1, the parent re-runs the same script (same interpreter, its options,
 -- the same argv) with --cell ID --seeds S --jobs 1 added, N at a time, through one bash
@@ -623,6 +625,20 @@ local function run_children(pairs_list, argv, jobs, report)
     end
 end
 
+-- The coordinator's lock on <out>/.sweep.lock, or nil where no lock is taken: in a cell
+-- child (--cell, under its coordinator's lock) and on MPI ranks other than 0.
+local function lock_out(a, out)
+    if a.cell or (dga.has_mpi and dga.has_mpi() and dga.rank() ~= 0) then return nil end
+    runinfo.mkdir_p(out)
+    local ok, lk = pcall(dga.lock, out .. "/.sweep.lock")
+    if not ok then
+        error(overrides.usage_error(string.format(
+            "sweep: another sweep is running on %s (%s); wait for it, or use another --out",
+            out, tostring(lk))), 0)
+    end
+    return lk
+end
+
 -- Runs every (cell, seed) pair not finished yet; returns the summaries (finished before or
 -- now) in pair order: seeds outer, cells inner, so a complete comparison over the first
 -- seed is there before the second seed starts. See the top of this file.
@@ -656,6 +672,10 @@ function M.run(o)
     local function say(fmt, ...)
         if not quiet then io.stderr:write(string.format(fmt, ...), "\n") end
     end
+
+    -- One coordinator per --out: a second sweep on the same directory would pick the same
+    -- unfinished pairs and its children would then fail on the runs' own locks, one by one.
+    local sweep_lock <close> = lock_out(a, out)
 
     -- Which pairs are finished already.
     local all, todo, results = {}, {}, {}

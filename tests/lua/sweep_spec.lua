@@ -324,6 +324,32 @@ describe("sweep.run in process", function()
         assert.are.equal(1, calls)
     end)
 
+    it("refuses a second sweep on the same --out while the first runs, naming it", function()
+        local out = tmp("locked")
+        require("dgalib.runinfo").mkdir_p(out)
+        local calls = 0
+        local function o()
+            return {name = "t", out = out, args = parse{"--seeds", "1"}, cells = cells(), argv = {},
+                    quiet = true, run_cell = function() calls = calls + 1; return {x = 1} end}
+        end
+        local held = dga.lock(out .. "/.sweep.lock")
+        local e = usage_err(sweep.run, o())
+        contains(e, "another sweep is running on " .. out)
+        contains(e, "locked by process")
+        assert.are.equal(0, calls)
+        held:release()
+        sweep.run(o())
+        assert.are.equal(2, calls)
+        -- Released when the sweep returns, and after it fails too.
+        local again = dga.lock(out .. "/.sweep.lock")
+        again:release()
+        local failing = o()
+        failing.args = parse{"--seeds", "2"}
+        failing.run_cell = function() error("boom") end
+        usage_err(sweep.run, failing)
+        dga.lock(out .. "/.sweep.lock"):release()
+    end)
+
     it("checks --set before any run when the experiment declares its keys", function()
         local calls = 0
         local o = {name = "t", out = tmp("known"), args = parse{"--set", "spec_trian=3"},
