@@ -7,8 +7,14 @@
  * training step (zero_grad + forward + backward + clip + AdamW) on random tokens after
  * warm-up, tokens/s, model FLOPs/token (dga_gpt_flops_per_token), achieved GFLOP/s, the
  * fraction of the sgemm peak and the process's peak RSS. Measures; asserts nothing.
- * Each measurement is also printed as "RESULT {json}" for bench/run's table. */
+ * Each measurement is also printed as "RESULT {json}" for bench/run's table.
+ *
+ * It also gives the share of a step spent inside sgemm (see gemm_share below) and so the
+ * ceiling of the fraction of the sgemm peak: what a step would reach if every other kernel
+ * took no time at all. A target above that ceiling cannot be met by faster elementwise code. */
 #include <cblas.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +56,41 @@ static double time_sgemm(int m, int n, int k, int transb, int reps)
     }
     free(a), free(b), free(c);
     return 2.0 * m * n * k / best / 1e9;
+}
+
+/* The sgemm share of a step. This program defines cblas_sgemm, so the library's calls
+ * (libdga.a is linked in statically) land here and go on to OpenBLAS through RTLD_NEXT. While
+ * `gemm_timing` is set, the wall time of the main thread's calls is summed: the main thread
+ * makes every OpenBLAS-threaded product and takes part in every pool run (the per-head
+ * attention products), so its time inside sgemm is the step's time with a product running. */
+typedef void (*sgemm_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE,
+                         const enum CBLAS_TRANSPOSE, const blasint, const blasint, const blasint,
+                         const float, const float *, const blasint, const float *, const blasint,
+                         const float, float *, const blasint);
+static sgemm_fn openblas_sgemm;
+static int gemm_timing;
+static pthread_t main_thread;
+static double gemm_seconds;
+
+void cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
+                 const enum CBLAS_TRANSPOSE tb, const blasint m, const blasint n, const blasint k,
+                 const float alpha, const float *a, const blasint lda, const float *b,
+                 const blasint ldb, const float beta, float *c, const blasint ldc)
+{
+    if (!openblas_sgemm) {
+        openblas_sgemm = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
+        if (!openblas_sgemm) {
+            fprintf(stderr, "bench_train: cblas_sgemm not found in OpenBLAS: %s\n", dlerror());
+            abort();
+        }
+    }
+    if (!gemm_timing || !pthread_equal(pthread_self(), main_thread)) {
+        openblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    double t0 = bench_now();
+    openblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_seconds += bench_now() - t0;
 }
 
 /* CPU seconds of the calling thread. On a machine shared with other jobs a process's wall
@@ -125,9 +166,10 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
     double *times = malloc((size_t)bc->steps * sizeof *times);
     double *cpus = malloc((size_t)bc->steps * sizeof *cpus);
     double *mains = malloc((size_t)bc->steps * sizeof *mains);
+    double *gemms = malloc((size_t)bc->steps * sizeof *gemms);
     size_t(*ranges)[2] = NULL;
     int rc = 1;
-    if (!in || !tg || !times || !cpus || !mains) goto out;
+    if (!in || !tg || !times || !cpus || !mains || !gemms) goto out;
     /* a forked child starts without the parent's pool workers: start its own */
     if (dga_pool_set_threads(threads) != DGA_OK) {
         fprintf(stderr, "bench_train: %s\n", dga_last_error());
@@ -162,6 +204,8 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             in[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
             tg[i] = (int32_t)dga_rng_below(&rng, (uint64_t)V);
         }
+        gemm_seconds = 0;
+        gemm_timing = 1;
         double t0 = bench_now(), c0 = bench_cpu_now(), m0 = thread_cpu_now();
         dga_model_zero_grad(m);
         if (dga_model_forward(m, in, tg, B, T, &loss) != DGA_OK ||
@@ -175,11 +219,13 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
             goto out;
         }
         double dt = bench_now() - t0, dc = bench_cpu_now() - c0;
+        gemm_timing = 0;
         if (s == 0) loss_first = loss;
         if (s >= bc->warmup) {
             times[s - bc->warmup] = dt;
             cpus[s - bc->warmup] = dc;
             mains[s - bc->warmup] = thread_cpu_now() - m0;
+            gemms[s - bc->warmup] = gemm_seconds / dt;
         }
     }
     qsort(times, (size_t)bc->steps, sizeof *times, bench_cmp_double);
@@ -200,6 +246,14 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
            "\"tokens_per_s\":%.1f,\"achieved_gflops\":%.2f,\"mfu_vs_peak\":%.3f,"
            "\"peak_gflops\":%.1f,\"peak_rss_mib\":%.0f,\"cpu_s_median\":%.5f}\n",
            bc->name, threads, n, fpt, med, tps, gf, gf / peak, peak, rss, cpu_med);
+    qsort(gemms, (size_t)bc->steps, sizeof *gemms, bench_cmp_double);
+    double share = gemms[bc->steps / 2];
+    printf("  [train] %-5s sgemm share of a step (median) %.0f%%: with every other kernel free "
+           "the step would reach %.0f%% of the sgemm peak\n", bc->name, 100 * share,
+           100 * gf / peak / share);
+    printf("RESULT {\"kind\":\"train_gemm_share\",\"bench\":\"bench_train\",\"config\":\"%s\","
+           "\"threads\":%d,\"gemm_share\":%.3f,\"mfu_ceiling\":%.3f}\n", bc->name, threads,
+           share, gf / peak / share);
     qsort(mains, (size_t)bc->steps, sizeof *mains, bench_cmp_double);
     double main_med = mains[bc->steps / 2], main_gf = fpt * B * T / main_med / 1e9;
     printf("  [train] %-5s main-thread CPU/step median %.1f ms -> %.1f GFLOP/s, %.0f%% of the "
@@ -214,7 +268,7 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
 out:
     dga_adamw_free(opt);
     dga_model_free(m);
-    free(ranges), free(in), free(tg), free(times), free(cpus), free(mains);
+    free(ranges), free(in), free(tg), free(times), free(cpus), free(mains), free(gemms);
     return rc;
 }
 
@@ -243,6 +297,7 @@ int main(int argc, char **argv)
         {"small", {.n_layer = 4, .n_head = 4, .n_embd = 256, .n_ctx = 256, .vocab_size = 8192},
          8, 3, 10},
     };
+    main_thread = pthread_self();
     int threads[16], nthreads = bench_thread_list(argc, argv, threads, 16);
     int rc = 0;
     for (int i = 0; i < nthreads; i++) {
