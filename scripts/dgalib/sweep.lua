@@ -675,7 +675,7 @@ function M.run(o)
 
     -- One coordinator per --out: a second sweep on the same directory would pick the same
     -- unfinished pairs and its children would then fail on the runs' own locks, one by one.
-    local sweep_lock <close> = lock_out(a, out)
+    local sweep_lock <close> = lock_out(a, out)   -- luacheck: no unused
 
     -- Which pairs are finished already.
     local all, todo, results = {}, {}, {}
