@@ -260,13 +260,23 @@ local lines = {string.format("Store: %d sequences of %d tokens from the plan's s
                .. "near 100, accuracy is that letter's frequency (chance), not knowledge."}
 local report = require "report"
 -- Accuracy at chance, said per run from the summaries: a run that gives one letter to at
--- least 90% of the questions scores that letter's frequency.
+-- least 90% of the questions scores that letter's frequency; and a run whose accuracy lies
+-- within the 95% binomial interval of a random guesser (p = 1/4 over the scored questions)
+-- cannot be told from chance, whatever letters it gives.
 local col, chance, total = report.collect(a.out), {}, 0
+local half = 100 * 1.96 * math.sqrt(0.25 * 0.75 / #d.q_score)
+local within = 0
 for _, id in ipairs(col.order) do
     for seed, m in pairs(col.cells[id].seeds) do
         total = total + 1
         if (m.accuracy_top_letter_share or 0) >= 90 then chance[#chance + 1] = id .. " seed " .. seed end
+        if m.accuracy and math.abs(m.accuracy - 25) <= half then within = within + 1 end
     end
+end
+if total > 0 then
+    lines[#lines + 1] = string.format("Accuracy lies within a random guesser's 95%% interval (25 ± %.1f%% over %d "
+                                      .. "questions) in %d of %d runs%s.", half, #d.q_score, within, total,
+                                      within == total and ": **accuracy is at chance in every run**" or "")
 end
 if #chance == total and total > 0 then
     lines[#lines + 1] = string.format("**Accuracy is at chance in every run** (%d of %d give one letter to at least "

@@ -233,7 +233,21 @@ describe("experiments --quick", function()
 
     it("mmlu_dist", function()
         local out = run("mmlu_dist", 15, "--mmlu " .. h.shell_quote(DATA .. "/mmlu"))
-        h.contains(h.read(out .. "/notes.md"), "levels 8,8,8 give k =")
+        local notes = h.read(out .. "/notes.md")
+        h.contains(notes, "levels 8,8,8 give k =")
+        -- the runs within a random guesser's interval, counted again from the summaries
+        local half = 100 * 1.96 * math.sqrt(0.25 * 0.75 / 60)
+        local within, total = 0, 0
+        local f = io.popen("find " .. h.shell_quote(out) .. " -name summary.json")
+        for path in f:lines() do
+            local acc = require("dgalib.json").decode(h.read(path)).metrics.accuracy
+            total = total + 1
+            if math.abs(acc - 25) <= half then within = within + 1 end
+        end
+        f:close()
+        assert.are.equal(15, total)
+        h.contains(notes, string.format("random guesser's 95%% interval (25 ± %.1f%% over 60 questions) in %d of 15 runs",
+                                        half, within))
         -- every run also writes its MMLU scores in lm-evaluation-harness's shape
         local p = io.popen("find " .. h.shell_quote(out) .. " -name mmlu_results.json | wc -l")
         assert.are.equal(15, tonumber(p:read("a")))
