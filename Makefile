@@ -63,11 +63,21 @@ EXE      := $(BUILD)/dgalua
 all: $(LIB) $(BUILD)/dga.so $(EXE) $(if $(filter build,$(BUILD)),dgalua) \
      $(if $(filter 1,$(MPI)),$(MPI_EXE))
 
-$(BUILD)/core/%.o: core/%.c
+# The objects depend on the compile command, not only on the sources: $(FLAGS) is rewritten
+# only when the command changes (a new OPT, SAN, or a pull that changes the flags here), and
+# then everything compiled with it is rebuilt instead of mixing old and new objects.
+FLAGS    := $(BUILD)/.flags
+$(FLAGS): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS) $(BIND_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(BIND_CFLAGS)' > $@
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/core/%.o: core/%.c $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/bindings/%.o: bindings/%.c
+$(BUILD)/bindings/%.o: bindings/%.c $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BIND_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -85,18 +95,18 @@ dgalua: $(EXE)
 	ln -sf $(EXE) dgalua
 
 # The stub comm.o in $(LIB) is not pulled in: the MPI one, listed first, defines its symbols.
-$(BUILD)/mpi/comm.o: core/comm.c
+$(BUILD)/mpi/comm.o: core/comm.c $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -DDGA_MPI -MMD -MP -c $< -o $@
 
 $(MPI_EXE): $(BUILD)/bindings/dgalua_main.o $(BIND_OBJ) $(BUILD)/mpi/comm.o $(LIB)
 	$(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lreadline
 
-$(BUILD)/tests/%: tests/c/%.c $(LIB)
+$(BUILD)/tests/%: tests/c/%.c $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
