@@ -269,9 +269,23 @@ local within = 0
 for _, id in ipairs(col.order) do
     for seed, m in pairs(col.cells[id].seeds) do
         total = total + 1
-        if (m.accuracy_top_letter_share or 0) >= 90 then chance[#chance + 1] = id .. " seed " .. seed end
+        if (m.accuracy_top_letter_share or 0) >= 90 then chance[#chance + 1] = id end
         if m.accuracy and math.abs(m.accuracy - 25) <= half then within = within + 1 end
     end
+end
+-- by cell, in the table's order: "a/L1/is (3 of 3 seeds)"
+local function by_cell(ids)
+    local n = {}
+    for _, id in ipairs(ids) do n[id] = (n[id] or 0) + 1 end
+    local parts = {}
+    for _, id in ipairs(col.order) do
+        if n[id] then
+            local seeds = 0
+            for _ in pairs(col.cells[id].seeds) do seeds = seeds + 1 end
+            parts[#parts + 1] = string.format("%s (%d of %d seeds)", id, n[id], seeds)
+        end
+    end
+    return table.concat(parts, ", ")
 end
 if total > 0 then
     lines[#lines + 1] = string.format("Accuracy lies within a random guesser's 95%% interval (25 ± %.1f%% over %d "
@@ -285,7 +299,7 @@ if #chance == total and total > 0 then
                                       .. "say something at this scale.", #chance, total)
 elseif #chance > 0 then
     lines[#lines + 1] = string.format("Accuracy is at chance (one letter for at least 90%% of the questions) in %d of "
-                                      .. "%d runs: %s.", #chance, total, table.concat(chance, ", "))
+                                      .. "%d runs: %s.", #chance, total, by_cell(chance))
 end
 C.note(a.out .. "/notes.md", table.concat(lines, "\n\n") .. "\n")
 print(table.concat(lines, "\n"))
