@@ -200,6 +200,31 @@ if best then
             for seed, m in pairs(best.seeds) do xs[seed] = m.specific_final end
             return xs
         end)())))
+    -- The optimum is located only as well as the seeds allow: every grid point against the
+    -- best, paired over seeds; the points whose interval includes 0 cannot be told from it.
+    local function finals(c)
+        local xs = {}
+        for seed, m in pairs(c.seeds) do xs[seed] = m.specific_final end
+        return xs
+    end
+    local ties, planted_gap = {}, nil
+    for _, id in ipairs(col.order) do
+        local c = col.cells[id]
+        if c.group == "static" then
+            local w
+            for _, m in pairs(c.seeds) do w = m.static_w end
+            local d = stats.paired(finals(c), finals(best))
+            if c == best or (d.ci_lo and d.ci_lo <= 0) then ties[#ties + 1] = string.format("%.2f", w) end
+            if w and math.abs(w - mix[1]) < 1e-9 and c ~= best then planted_gap = d end
+        end
+    end
+    lines[#lines + 1] = ""
+    lines[#lines + 1] = string.format("Grid points whose final specific loss cannot be told from the best one's "
+        .. "(paired difference over seeds, 95%% interval includes 0): w = %s.", table.concat(ties, ", "))
+    if planted_gap and planted_gap.mean then
+        lines[#lines + 1] = string.format("The planted mixture as a static one (w = %.2f) against the best: %s.",
+            mix[1], report.fmt_summary(planted_gap))
+    end
     lines[#lines + 1] = ""
     lines[#lines + 1] = "| DGA cell | share of the first domain (final) | planted | best static "
                         .. "| |share - planted| | |share - best static| |"

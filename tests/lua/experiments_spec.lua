@@ -228,7 +228,14 @@ describe("experiments --quick", function()
 
     it("recover", function()
         local out = run("recover", 6)
-        h.contains(h.read(out .. "/notes.md"), "Best static mixture")
+        local notes = h.read(out .. "/notes.md")
+        h.contains(notes, "Best static mixture")
+        -- the best grid point is always among those that cannot be told from it
+        local best = notes:match("Best static mixture of the grid %b(): w = ([%d.]+)")
+        local ties = notes:match("cannot be told from the best one's %b(): w = ([%d., ]+)%.")
+        assert.is_string(best)
+        assert.is_string(ties)
+        h.contains(ties, best)
     end)
 
     it("mmlu_dist", function()
