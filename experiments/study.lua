@@ -21,10 +21,12 @@
 -- about 12,100 CPU seconds: 1.7 hours on 2 cores with --jobs 2, 1.9 hours with the serial
 -- parts (setup in each parent, the last cell of each experiment alone), under the 2.5 hours
 -- allowed. --quick: a few minutes on an idle machine.
--- Measured (docs/results.md, "How long it took", from the runs' own times): on 2026-11-25, on a
--- 2-core Zen 3 VM without AVX-512 whose elementwise kernels run 2-3x slower than the machine
--- above (README, Performance), lowdata alone took 1.16 h, so there the whole study does not fit
--- in 2.5 hours; it resumes across sessions (--out results/study keeps the committed records).
+-- Measured (docs/results.md, "How long it took", from the runs' own times) on 2026-11-25, a
+-- 2-core Zen 3 VM without AVX-512: the runs' times add up to 8,071 s (lowdata), 11,345 s
+-- (mmlu_dist), 4,164 s (recover) and 126 s (quickstart), but 143 of the 204 runs were made by a
+-- build whose exp loops GCC left scalar on AVX2 (fixed since: -fno-trapping-math in the
+-- Makefile, same bits), which made them 1.5-2.3x slower; scaled, about 15,100 s, 2.1 hours with
+-- --jobs 2. It resumes across sessions (--out results/study keeps the committed records).
 local argparse = require "argparse"
 local runinfo = require "dgalib.runinfo"
 
