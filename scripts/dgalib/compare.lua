@@ -1,0 +1,145 @@
+-- Two run trees made by the same command (a study and its rerun on another build, another
+-- day, another machine): is every run they share the same, bit for bit, and how long did each
+-- take? Used by scripts/compare_runs.lua.
+--
+-- A run is a directory holding summary.json (<tree>/<cell>/seed-<s>/). Two runs at the same
+-- relative path are the same when their logs (metrics.csv, weights.csv, epochs.csv,
+-- domains.csv, where present) hold the same text in every column but `seconds` (wall time),
+-- and their summary.json files the same `metrics`. Numbers are compared as the text the run
+-- wrote, so "same" means the same bits, not close.
+local json = require "dgalib.json"
+local csvlog = require "dgalib.csvlog"
+local runinfo = require "dgalib.runinfo"
+local stats = require "dgalib.stats"
+
+local M = {}
+
+M.LOGS = {"metrics.csv", "weights.csv", "epochs.csv", "domains.csv"}
+
+-- Relative paths of the run directories under root, sorted.
+local function runs_under(root)
+    local lfs = require "lfs"
+    local out = {}
+    local function walk(dir, rel)
+        local names = {}
+        for name in lfs.dir(dir) do
+            if name ~= "." and name ~= ".." then names[#names + 1] = name end
+        end
+        table.sort(names)
+        for _, name in ipairs(names) do
+            local path, r = dir .. "/" .. name, rel == "" and name or (rel .. "/" .. name)
+            if name == "summary.json" and rel ~= "" then
+                out[#out + 1] = rel
+            elseif runinfo.is_dir(path) and name ~= "plots" and name ~= "data" then
+                walk(path, r)
+            end
+        end
+    end
+    if not runinfo.is_dir(root) then error("compare: " .. root .. " is not a directory", 0) end
+    walk(root, "")
+    return out
+end
+
+-- A log's rows without its `seconds` column, as one string per row; nil when absent.
+local function log_rows(path)
+    if not runinfo.is_file(path) then return nil end
+    local header, rows = csvlog.read(path)
+    local keep = {}
+    for j, name in ipairs(header) do
+        if name ~= "seconds" then keep[#keep + 1] = j end
+    end
+    local out = {}
+    local function line(rec)
+        local parts = {}
+        for _, j in ipairs(keep) do parts[#parts + 1] = rec[j] end
+        return table.concat(parts, ",")
+    end
+    out[1] = line(header)
+    for r, rec in ipairs(rows) do out[r + 1] = line(rec) end
+    return out
+end
+
+-- The first difference between two runs, or nil when they are the same.
+local function difference(a_dir, b_dir, sa, sb)
+    for _, name in ipairs(M.LOGS) do
+        local ra, rb = log_rows(a_dir .. "/" .. name), log_rows(b_dir .. "/" .. name)
+        if (ra == nil) ~= (rb == nil) then return name .. " is in only one of the two" end
+        if ra then
+            if #ra ~= #rb then return string.format("%s: %d rows against %d", name, #ra - 1, #rb - 1) end
+            for i = 1, #ra do
+                if ra[i] ~= rb[i] then
+                    return string.format("%s, %s %d: %s against %s", name, i == 1 and "header" or "row",
+                                         i - 1, ra[i], rb[i])
+                end
+            end
+        end
+    end
+    local ma, mb = json.encode(sa.metrics or {}), json.encode(sb.metrics or {})
+    if ma ~= mb then return "summary.json metrics: " .. ma .. " against " .. mb end
+    return nil
+end
+
+-- Compares the runs of tree a with those at the same paths under tree b. Returns
+-- {compared, same, different = {{run, why}}, only_a, only_b, ratio = stats summary of
+-- a.seconds / b.seconds over the compared runs, seconds_a, seconds_b}.
+function M.trees(a, b)
+    local ra, rb = runs_under(a), runs_under(b)
+    local in_b = {}
+    for _, r in ipairs(rb) do in_b[r] = true end
+    local res = {compared = 0, same = 0, different = {}, only_a = 0, only_b = 0, seconds_a = 0,
+                 seconds_b = 0}
+    local ratios, in_a = {}, {}
+    for _, r in ipairs(ra) do
+        in_a[r] = true
+        if in_b[r] then
+            local da, db = a .. "/" .. r, b .. "/" .. r
+            local sa, sb = json.read_file(da .. "/summary.json"), json.read_file(db .. "/summary.json")
+            res.compared = res.compared + 1
+            local why = difference(da, db, sa, sb)
+            if why then
+                res.different[#res.different + 1] = {run = r, why = why}
+            else
+                res.same = res.same + 1
+            end
+            local ta, tb = tonumber(sa.seconds), tonumber(sb.seconds)
+            if ta and tb and tb > 0 then
+                ratios[#ratios + 1] = ta / tb
+                res.seconds_a, res.seconds_b = res.seconds_a + ta, res.seconds_b + tb
+            end
+        else
+            res.only_a = res.only_a + 1
+        end
+    end
+    for _, r in ipairs(rb) do
+        if not in_a[r] then res.only_b = res.only_b + 1 end
+    end
+    res.ratio = stats.summary(ratios)
+    table.sort(ratios)
+    res.ratio_min, res.ratio_max = ratios[1], ratios[#ratios]
+    return res
+end
+
+-- The result as markdown.
+function M.markdown(a, b, res)
+    local lines = {
+        string.format("Runs of `%s` (A) against the runs at the same paths under `%s` (B).", a, b),
+        "",
+        "| runs compared | the same, bit for bit | different | only in A | only in B |",
+        "|---:|---:|---:|---:|---:|",
+        string.format("| %d | %d | %d | %d | %d |", res.compared, res.same, #res.different, res.only_a,
+                      res.only_b),
+        "",
+    }
+    if res.ratio.n and res.ratio.n > 0 then
+        lines[#lines + 1] = string.format(
+            "Run time, A over B: %.2f on average (%.2f to %.2f over %d runs); %.0f s against %.0f s in all.",
+            res.ratio.mean, res.ratio_min, res.ratio_max, res.ratio.n, res.seconds_a, res.seconds_b)
+        lines[#lines + 1] = ""
+    end
+    for _, d in ipairs(res.different) do
+        lines[#lines + 1] = string.format("- `%s`: %s", d.run, d.why)
+    end
+    return table.concat(lines, "\n") .. "\n"
+end
+
+return M
