@@ -25,8 +25,10 @@
 -- 2-core Zen 3 VM without AVX-512: the runs' times add up to 8,071 s (lowdata), 11,345 s
 -- (mmlu_dist), 4,164 s (recover) and 126 s (quickstart), but 143 of the 204 runs were made by a
 -- build whose exp loops GCC left scalar on AVX2 (fixed since: -fno-trapping-math in the
--- Makefile, same bits), which made them 1.5-2.3x slower; scaled, about 15,100 s, 2.1 hours with
--- --jobs 2. It resumes across sessions (--out results/study keeps the committed records).
+-- Makefile, same bits), which made them 1.3-2.3x slower. With the fixed build lowdata took 0.70 h
+-- from scratch (docs/reproduction.md: all 63 runs the same bit for bit), recover 0.59 h and
+-- quickstart 0.02 h; mmlu_dist, scaled, about 1.0 h: about 2.3 hours in all. It resumes across
+-- sessions (--out results/study keeps the committed records).
 local argparse = require "argparse"
 local runinfo = require "dgalib.runinfo"
 
