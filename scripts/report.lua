@@ -41,25 +41,7 @@ local function to_number(v)
     return nil
 end
 
--- Every summary.json under dir (depth first, names sorted).
-local function find_summaries(dir, out)
-    out = out or {}
-    if not runinfo.is_dir(dir) then return out end
-    local names = {}
-    for name in lfs.dir(dir) do
-        if name ~= "." and name ~= ".." then names[#names + 1] = name end
-    end
-    table.sort(names)
-    for _, name in ipairs(names) do
-        local path = dir .. "/" .. name
-        if name == "summary.json" then
-            out[#out + 1] = path
-        elseif runinfo.is_dir(path) and name ~= "plots" and name ~= "data" then
-            find_summaries(path, out)
-        end
-    end
-    return out
-end
+local find_summaries = runinfo.find_summaries
 
 -- The cells of an experiment's output directory:
 --   {order = {cell ids in order found}, cells = {[id] = {id, group, label,

@@ -18,25 +18,13 @@ M.LOGS = {"metrics.csv", "weights.csv", "epochs.csv", "domains.csv"}
 
 -- Relative paths of the run directories under root, sorted.
 local function runs_under(root)
-    local lfs = require "lfs"
-    local out = {}
-    local function walk(dir, rel)
-        local names = {}
-        for name in lfs.dir(dir) do
-            if name ~= "." and name ~= ".." then names[#names + 1] = name end
-        end
-        table.sort(names)
-        for _, name in ipairs(names) do
-            local path, r = dir .. "/" .. name, rel == "" and name or (rel .. "/" .. name)
-            if name == "summary.json" and rel ~= "" then
-                out[#out + 1] = rel
-            elseif runinfo.is_dir(path) and name ~= "plots" and name ~= "data" then
-                walk(path, r)
-            end
-        end
-    end
     if not runinfo.is_dir(root) then error("compare: " .. root .. " is not a directory", 0) end
-    walk(root, "")
+    local base = root:gsub("/+$", "")
+    local out = {}
+    for _, path in ipairs(runinfo.find_summaries(base)) do
+        local rel = path:sub(#base + 2):gsub("/?summary%.json$", "")
+        if rel ~= "" then out[#out + 1] = rel end
+    end
     return out
 end
 

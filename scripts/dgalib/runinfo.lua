@@ -40,6 +40,27 @@ function M.list(dir)
     return out
 end
 
+-- Every summary.json under dir, one per run directory (depth first, names sorted), not looking
+-- into plots/ and data/ (figures and token windows, never runs). A missing dir gives {}.
+function M.find_summaries(dir, out)
+    out = out or {}
+    if not M.is_dir(dir) then return out end
+    local names = {}
+    for name in lfs.dir(dir) do
+        if name ~= "." and name ~= ".." then names[#names + 1] = name end
+    end
+    table.sort(names)
+    for _, name in ipairs(names) do
+        local path = dir .. "/" .. name
+        if name == "summary.json" then
+            out[#out + 1] = path
+        elseif M.is_dir(path) and name ~= "plots" and name ~= "data" then
+            M.find_summaries(path, out)
+        end
+    end
+    return out
+end
+
 function M.read_file(path)
     local f, err = io.open(path, "rb")
     if not f then return nil, err end
