@@ -179,40 +179,37 @@ if a.cell then return end
 local report = require "report"
 local stats = require "dgalib.stats"
 local col = report.collect(a.out)
+-- A cell's final specific loss per seed, and a static cell's weight on the first domain.
+local function finals(c)
+    local xs = {}
+    for seed, m in pairs(c.seeds) do xs[seed] = m.specific_final end
+    return xs
+end
+local function static_w(c)
+    local _, m = next(c.seeds)
+    return m and m.static_w
+end
 local best, best_loss
 for _, id in ipairs(col.order) do
     local c = col.cells[id]
     if c.group == "static" then
-        local xs = {}
-        for seed, m in pairs(c.seeds) do xs[seed] = m.specific_final end
-        local s = stats.summary(xs)
+        local s = stats.summary(finals(c))
         if s.mean and (not best_loss or s.mean < best_loss) then best, best_loss = c, s.mean end
     end
 end
 local lines = {}
 if best then
-    local w_best
-    for _, m in pairs(best.seeds) do w_best = m.static_w end
+    local w_best = static_w(best)
     lines[#lines + 1] = string.format("Planted mixture: %.2f / %.2f. Best static mixture of the grid (lowest mean "
         .. "final specific loss): w = %.2f (%s).", mix[1], mix[2], w_best,
-        report.fmt_summary(stats.summary((function()
-            local xs = {}
-            for seed, m in pairs(best.seeds) do xs[seed] = m.specific_final end
-            return xs
-        end)())))
+        report.fmt_summary(stats.summary(finals(best))))
     -- The optimum is located only as well as the seeds allow: every grid point against the
     -- best, paired over seeds; the points whose interval includes 0 cannot be told from it.
-    local function finals(c)
-        local xs = {}
-        for seed, m in pairs(c.seeds) do xs[seed] = m.specific_final end
-        return xs
-    end
     local ties, planted_gap = {}, nil
     for _, id in ipairs(col.order) do
         local c = col.cells[id]
         if c.group == "static" then
-            local w
-            for _, m in pairs(c.seeds) do w = m.static_w end
+            local w = static_w(c)
             local d = stats.paired(finals(c), finals(best))
             if c == best or (d.ci_lo and d.ci_lo <= 0) then ties[#ties + 1] = string.format("%.2f", w) end
             if w and math.abs(w - mix[1]) < 1e-9 and c ~= best then planted_gap = d end

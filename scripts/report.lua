@@ -41,8 +41,6 @@ local function to_number(v)
     return nil
 end
 
-local find_summaries = runinfo.find_summaries
-
 -- The cells of an experiment's output directory:
 --   {order = {cell ids in order found}, cells = {[id] = {id, group, label,
 --    seeds = {[seed] = {metric = number}}, dirs = {[seed] = run dir}}}}
@@ -50,7 +48,7 @@ local find_summaries = runinfo.find_summaries
 function M.collect(dir)
     local col = {order = {}, cells = {}}
     local base = dir:gsub("/+$", "")
-    for _, path in ipairs(find_summaries(base)) do
+    for _, path in ipairs(runinfo.find_summaries(base)) do
         local s = read_json(path)
         local run_dir = path:gsub("/summary%.json$", "")
         local rel = run_dir:sub(#base + 2)
@@ -454,7 +452,7 @@ function M.timing(study)
     local rows, first, last = {}, nil, nil
     for _, sec in ipairs(M.SECTIONS) do
         local n, sum, lo, hi = 0, 0, nil, nil
-        for _, path in ipairs(find_summaries(study .. "/" .. sec.name)) do
+        for _, path in ipairs(runinfo.find_summaries(study .. "/" .. sec.name)) do
             local s = read_json(path)
             local fin, secs = iso_seconds(s.finished), tonumber(s.seconds)
             if fin and secs then
