@@ -1,0 +1,147 @@
+-- The whole study made again, checked against the committed one: for every experiment, whether
+-- the runs both trees hold are the same bit for bit (dgalib/compare.lua says what "the same"
+-- covers), how much faster or slower each run was, and how long the study command took.
+--
+--   dgalua experiments/study.lua --out /tmp/again --docs /tmp/again/docs 2> /tmp/again.log
+--   dgalua scripts/reproduction.lua results/study /tmp/again --log /tmp/again.log \
+--       [--out docs/reproduction.md]
+--
+-- --log is what study.lua wrote to stderr: its "== study:" lines give each experiment's command
+-- and wall time (setup and store builds included) and the whole command's time. Without it
+-- only the runs' own times are reported. Exits non-zero when a run differs or none is shared.
+local argparse = require "argparse"
+local compare = require "dgalib.compare"
+local runinfo = require "dgalib.runinfo"
+local report = require "report"
+
+local M = {}
+
+-- study.lua's "== study:" lines: {commands = {name = cmd}, seconds = {name = s}, total = s,
+-- failed = {name = true}}.
+function M.parse_log(text)
+    local res = {commands = {}, seconds = {}, failed = {}}
+    local pending
+    for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+        if pending then
+            res.commands[pending] = line
+            pending = nil
+        end
+        local name = line:match("^== study: ([%w_]+)$")
+        if name then pending = name end
+        local n, how, s = line:match("^== study: ([%w_]+) (%a+) in (%d+) s$")
+        if n then
+            res.seconds[n] = tonumber(s)
+            if how ~= "finished" then res.failed[n] = true end
+        end
+        local total = line:match("^== study: (%d+) s in all$")
+        if total then res.total = tonumber(total) end
+    end
+    return res
+end
+
+local function cpu_line()
+    local text = runinfo.read_file("/proc/cpuinfo")
+    if not text then return nil end
+    local model = text:match("model name%s*:%s*([^\n]+)")
+    local cores = 0
+    for _ in text:gmatch("processor%s*:") do cores = cores + 1 end
+    return string.format("%s, %d logical cores, AVX-512 %s", model or "unknown CPU", cores,
+                         text:find("avx512f", 1, true) and "yes" or "no")
+end
+
+-- Compares every experiment of the study under a with the one under b. Returns the markdown
+-- and the totals {compared, same, different}.
+function M.document(a, b, log)
+    local out = {"# Reproduction: the whole study made again", ""}
+    local intro = "Generated on " .. os.date("!%Y-%m-%d") .. " by `scripts/reproduction.lua` from the run "
+                  .. "directories under `" .. a .. "` (A, committed) and `" .. b .. "` (B, made again)"
+                  .. (log and " and the log of the study command that made B" or "")
+                  .. "; no number here is typed by hand."
+    local cpu = cpu_line()
+    if cpu then intro = intro .. " Machine that generated it: " .. cpu .. "." end
+    out[#out + 1] = intro
+    out[#out + 1] = ""
+    local total = {compared = 0, same = 0, different = 0}
+    local body = {}
+    for _, sec in ipairs(report.SECTIONS) do
+        local da, db = a .. "/" .. sec.name, b .. "/" .. sec.name
+        if runinfo.is_dir(da) and runinfo.is_dir(db) then
+            local res = compare.trees(da, db)
+            total.compared = total.compared + res.compared
+            total.same = total.same + res.same
+            total.different = total.different + #res.different
+            body[#body + 1] = "## " .. sec.name
+            body[#body + 1] = ""
+            if log and log.commands[sec.name] then
+                body[#body + 1] = "`" .. log.commands[sec.name] .. "`"
+                body[#body + 1] = ""
+            end
+            body[#body + 1] = (compare.markdown(da, db, res):gsub("\n+$", ""))
+            body[#body + 1] = ""
+        end
+    end
+    out[#out + 1] = string.format("**%d of %d runs the same, bit for bit; %d different.**", total.same,
+                                  total.compared, total.different)
+    if log and log.total then
+        out[#out + 1] = ""
+        out[#out + 1] = string.format("**The study command took %d s (%.2f h)**, from its start to the end "
+                                      .. "of its report, store builds and setup included.", log.total,
+                                      log.total / 3600)
+    end
+    out[#out + 1] = ""
+    for _, line in ipairs(body) do out[#out + 1] = line end
+    out[#out + 1] = "## How long B took"
+    out[#out + 1] = ""
+    if log and next(log.seconds) then
+        out[#out + 1] = "Each experiment's command, from the study's log (setup and store build included):"
+        out[#out + 1] = ""
+        out[#out + 1] = "| experiment | wall seconds | hours |"
+        out[#out + 1] = "|---|---:|---:|"
+        for _, sec in ipairs(report.SECTIONS) do
+            local s = log.seconds[sec.name]
+            if s then
+                out[#out + 1] = string.format("| %s%s | %d | %.2f |", sec.name,
+                                              log.failed[sec.name] and " (FAILED)" or "", s, s / 3600)
+            end
+        end
+        if log.total then
+            out[#out + 1] = string.format("| **study command, report included** | %d | %.2f |", log.total,
+                                          log.total / 3600)
+        end
+        out[#out + 1] = ""
+    end
+    out[#out + 1] = "From the runs' own start and end times (`summary.json`):"
+    out[#out + 1] = ""
+    out[#out + 1] = report.timing(b) or "(no run recorded its times)"
+    out[#out + 1] = ""
+    return table.concat(out, "\n"), total
+end
+
+local function main(args)
+    local p = argparse("reproduction.lua", "Check a whole study made again against the committed one.")
+    p:argument("a", "The committed study (results/study).")
+    p:argument("b", "The study made again by the same command.")
+    p:option("--log", "study.lua's stderr for the run that made b.")
+    p:option("--out", "Also write the markdown to this file.")
+    local o = p:parse(args)
+    local log
+    if o.log then
+        local text = runinfo.read_file(o.log)
+        if not text then p:error("cannot read " .. o.log) end
+        log = M.parse_log(text)
+    end
+    local ok, md, total = pcall(M.document, o.a, o.b, log)
+    if not ok then p:error(tostring(md)) end
+    io.write(md)
+    if o.out then runinfo.write_atomic(o.out, md) end
+    if total.different > 0 then os.exit(1) end
+    if total.compared == 0 then
+        io.stderr:write("reproduction: no run is in both studies\n")
+        os.exit(1)
+    end
+end
+
+local modname = ...
+if modname == "reproduction" then return M end
+main({...})
+return M

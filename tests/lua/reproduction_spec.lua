@@ -1,0 +1,78 @@
+-- scripts/reproduction.lua: a study made again against the committed one, experiment by
+-- experiment; the study log's times; a non-zero exit when a run differs.
+local h = require "tests.lua.helpers"
+local json = require "dgalib.json"
+local reproduction = require "reproduction"
+
+local base
+teardown(function() h.rm(base) end)
+
+local function run(dir, o)
+    assert(os.execute("mkdir -p " .. h.shell_quote(dir)))
+    h.write(dir .. "/metrics.csv", "step,specific_loss,seconds\n0,6.5,0.1\n60," .. (o.loss or "5.25") .. ","
+                                   .. o.seconds .. "\n")
+    h.write(dir .. "/summary.json", json.encode({seconds = o.seconds, finished = o.finished,
+                                                 metrics = {specific_final = 5.25}}))
+end
+
+local LOG = table.concat({
+    "== study: lowdata",
+    "./dgalua experiments/lowdata.lua --out again/lowdata --seeds 1,2,3",
+    "run 1 of 63: us_legislation/b3/uniform, seed 1",
+    "== study: lowdata finished in 2510 s",
+    "== study: recover",
+    "./dgalua experiments/recover.lua --out again/recover",
+    "== study: recover FAILED in 12 s",
+    "wrote again/docs/results.md",
+    "== study: 2600 s in all",
+}, "\n") .. "\n"
+
+describe("reproduction", function()
+    local a, b
+    setup(function()
+        base = h.tmpdir()
+        a, b = base .. "/a", base .. "/b"
+        run(a .. "/lowdata/t/natural/seed-1", {seconds = 100, finished = "2026-11-25T08:00:00Z"})
+        run(b .. "/lowdata/t/natural/seed-1", {seconds = 50, finished = "2026-11-25T10:00:50Z"})
+        run(a .. "/recover/dga/seed-1", {seconds = 90, finished = "2026-11-25T08:10:00Z"})
+        run(b .. "/recover/dga/seed-1", {seconds = 30, finished = "2026-11-25T10:02:00Z"})
+        run(a .. "/mmlu_dist/x/seed-1", {seconds = 10})    -- an experiment B did not run
+    end)
+
+    it("reads each experiment's command and time and the whole command's time from the log", function()
+        local log = reproduction.parse_log(LOG)
+        assert.are.equal("./dgalua experiments/lowdata.lua --out again/lowdata --seeds 1,2,3", log.commands.lowdata)
+        assert.are.equal(2510, log.seconds.lowdata)
+        assert.are.equal(12, log.seconds.recover)
+        assert.is_true(log.failed.recover)
+        assert.is_nil(log.failed.lowdata)
+        assert.are.equal(2600, log.total)
+    end)
+
+    it("counts the runs that are the same and says how long B took", function()
+        local md, total = reproduction.document(a, b, reproduction.parse_log(LOG))
+        assert.are.same({compared = 2, same = 2, different = 0}, total)
+        h.contains(md, "**2 of 2 runs the same, bit for bit; 0 different.**")
+        h.contains(md, "**The study command took 2600 s (0.72 h)**")
+        h.contains(md, "| recover (FAILED) | 12 | 0.00 |")
+        h.contains(md, "Run time, A over B: 2.00")
+        -- B's runs: lowdata 10:00:00-10:00:50, recover 10:01:30-10:02:00: the span is 120 s.
+        h.contains(md, "| **whole study** | | | 120 (0.03 h) |")
+        assert.is_nil(md:find("## mmlu_dist", 1, true))
+    end)
+
+    it("exits non-zero from the command line when a run differs", function()
+        if not h.DGALUA then pending("DGALUA not set") return end
+        local cmd = h.shell_quote(h.DGALUA) .. " scripts/reproduction.lua " .. h.shell_quote(a) .. " "
+                    .. h.shell_quote(b)
+        local rc = h.run(cmd .. " --out " .. h.shell_quote(base .. "/r.md"), base .. "/err.txt")
+        assert.are.equal(0, rc)
+        h.contains(h.read(base .. "/r.md"), "2 of 2 runs the same")
+        run(b .. "/recover/dga/seed-1", {seconds = 30, loss = "5.2500001", finished = "2026-11-25T10:02:00Z"})
+        local out
+        rc, out = h.run(cmd, base .. "/err.txt")
+        assert.are_not.equal(0, rc)
+        h.contains(out, "1 of 2 runs the same, bit for bit; 1 different")
+        h.contains(out, "`dga/seed-1`: metrics.csv, row 2")
+    end)
+end)
