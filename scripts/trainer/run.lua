@@ -396,9 +396,13 @@ end
 function Run:summary(last)
     local ev = last.eval or {}
     local basis_mean
-    local n, s = 0, 0
-    for _, v in pairs(ev.basis or {}) do n, s = n + 1, s + v end
-    if n > 0 then basis_mean = s / n end
+    -- in key order, so the sum is the same bits in every process (pairs' order is not)
+    local keys = {}
+    for k in pairs(ev.basis or {}) do keys[#keys + 1] = k end
+    table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+    local s = 0
+    for _, k in ipairs(keys) do s = s + ev.basis[k] end
+    if #keys > 0 then basis_mean = s / #keys end
     return {name = self.cfg.name, policy = self.cfg.policy.name, run_dir = self.dir,
             step = self.step,
             specific_loss = ev.specific, generic_loss = ev.generic, basis_loss = basis_mean,

@@ -95,6 +95,21 @@ describe("experiment metrics", function()
         assert.are.equal(7, m.epochs_max)
         assert.are.equal(5, m.epochs_mean)
     end)
+
+    it("sums the basis losses in basis order, so basis_mean is the same bits in every process", function()
+        -- 1 + 1e-16 rounds to 1 ten times over in basis order; the ten small ones first would
+        -- give 1 + 1e-15, a different double
+        local dir = h.tmpdir()
+        local names, values = {"step"}, {"0"}
+        for i = 1, 11 do
+            names[#names + 1] = "basis_" .. i .. "_loss"
+            values[#values + 1] = i == 1 and "1" or "1e-16"
+        end
+        h.write(dir .. "/metrics.csv", table.concat(names, ",") .. "\n" .. table.concat(values, ",") .. "\n")
+        local m = C.metrics(dir)
+        h.rm(dir)
+        assert.are.equal(1 / 11, m.basis_mean)
+    end)
 end)
 
 describe("report", function()
