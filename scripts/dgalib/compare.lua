@@ -62,8 +62,20 @@ local function difference(a_dir, b_dir, sa, sb)
             end
         end
     end
-    local ma, mb = json.encode(sa.metrics or {}), json.encode(sb.metrics or {})
-    if ma ~= mb then return "summary.json metrics: " .. ma .. " against " .. mb end
+    local ma, mb = sa.metrics or {}, sb.metrics or {}
+    local keys, seen = {}, {}
+    for _, m in ipairs({ma, mb}) do
+        for k in pairs(m) do
+            if not seen[k] then seen[k], keys[#keys + 1] = true, k end
+        end
+    end
+    table.sort(keys)
+    local diffs = {}
+    for _, k in ipairs(keys) do
+        local va, vb = json.encode(ma[k]), json.encode(mb[k])
+        if va ~= vb then diffs[#diffs + 1] = string.format("%s %s against %s", k, va, vb) end
+    end
+    if #diffs > 0 then return "summary.json metrics: " .. table.concat(diffs, "; ") end
     return nil
 end
 

@@ -40,7 +40,7 @@ describe("compare", function()
         assert.are.equal("t/dga/seed-1", res.different[1].run)
         h.contains(res.different[1].why, "metrics.csv, row 2: 60,5.25 against 60,5.2500001")
         assert.are.equal("t/is/seed-1", res.different[2].run)
-        h.contains(res.different[2].why, "summary.json metrics")
+        h.contains(res.different[2].why, "summary.json metrics: specific_final 5.25 against 5.5")
         -- (90/30 + 80/40 + 100/50) / 3
         assert.is_true(math.abs(res.ratio.mean - 7 / 3) < 1e-12)
         assert.are.equal(2, res.ratio_min)
