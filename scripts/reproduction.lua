@@ -51,7 +51,7 @@ end
 
 -- Compares every experiment of the study under a with the one under b. Returns the markdown
 -- and the totals {compared, same, different}.
-function M.document(a, b, log)
+function M.document(a, b, log, note)
     local out = {"# Reproduction: the whole study made again", ""}
     local intro = "Generated on " .. os.date("!%Y-%m-%d") .. " by `scripts/reproduction.lua` from the run "
                   .. "directories under `" .. a .. "` (A, committed) and `" .. b .. "` (B, made again)"
@@ -61,6 +61,10 @@ function M.document(a, b, log)
     if cpu then intro = intro .. " Machine that generated it: " .. cpu .. "." end
     out[#out + 1] = intro
     out[#out + 1] = ""
+    if note then
+        out[#out + 1] = note
+        out[#out + 1] = ""
+    end
     local total = {compared = 0, same = 0, different = 0}
     local body = {}
     for _, sec in ipairs(report.SECTIONS) do
@@ -123,6 +127,7 @@ local function main(args)
     p:argument("b", "The study made again by the same command.")
     p:option("--log", "study.lua's stderr for the run that made b.")
     p:option("--out", "Also write the markdown to this file.")
+    p:option("--note", "A paragraph said after the introduction (what was run, and where).")
     local o = p:parse(args)
     local log
     if o.log then
@@ -130,7 +135,7 @@ local function main(args)
         if not text then p:error("cannot read " .. o.log) end
         log = M.parse_log(text)
     end
-    local ok, md, total = pcall(M.document, o.a, o.b, log)
+    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note)
     if not ok then p:error(tostring(md)) end
     io.write(md)
     if o.out then runinfo.write_atomic(o.out, md) end
