@@ -396,10 +396,11 @@ end
 function Run:summary(last)
     local ev = last.eval or {}
     local basis_mean
-    -- in key order, so the sum is the same bits in every process (pairs' order is not)
+    -- in basis order (ev.basis is keyed by basis index, with gaps where a basis has no
+    -- held-out set), so the sum is the same bits in every process; pairs' order is not
     local keys = {}
     for k in pairs(ev.basis or {}) do keys[#keys + 1] = k end
-    table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+    table.sort(keys)
     local s = 0
     for _, k in ipairs(keys) do s = s + ev.basis[k] end
     if #keys > 0 then basis_mean = s / #keys end
