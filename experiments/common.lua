@@ -10,6 +10,7 @@
 local exp = require "dgalib.experiment"
 local csvlog = require "dgalib.csvlog"
 local runinfo = require "dgalib.runinfo"
+local stats = require "dgalib.stats"
 
 local C = {}
 
@@ -114,17 +115,14 @@ function C.metrics(dir)
     local gen = numbers(recs, "generic_loss")
     if #gen > 0 then m.generic_final = gen[#gen] end
     local last = recs[#recs] or {}
-    -- summed in basis order: pairs() visits keys in an order that changes from process to
-    -- process, and a float sum in another order can differ in its last bit
+    -- keyed by basis index: stats.summary sums in index order, so the mean is the same bits in
+    -- every process (pairs() visits keys in an order that changes from process to process)
     local basis = {}
     for key, v in pairs(last) do
         local i = key:match("^basis_(%d+)_loss$")
-        if i and type(v) == "number" and v == v then basis[#basis + 1] = {tonumber(i), v} end
+        if i and type(v) == "number" and v == v then basis[tonumber(i)] = v end
     end
-    table.sort(basis, function(x, y) return x[1] < y[1] end)
-    local s = 0
-    for _, b in ipairs(basis) do s = s + b[2] end
-    if #basis > 0 then m.basis_mean = s / #basis end
+    m.basis_mean = stats.summary(basis).mean
     -- The L1 change per update from weights.csv (the weights applied at step 0 and at every
     -- update), so it is measured the same way for every policy, whatever it logs. Beyond
     -- sparse_k domains weights.csv keeps only weights above a thousandth of the uniform share;

@@ -18,6 +18,7 @@ local rundir = require "trainer.rundir"
 local losses = require "trainer.losses"
 local dist_of = require "trainer.dist"
 local runinfo = require "dgalib.runinfo"
+local stats = require "dgalib.stats"
 local csvlog = require "dgalib.csvlog"
 
 local M = {}
@@ -395,15 +396,9 @@ end
 
 function Run:summary(last)
     local ev = last.eval or {}
-    local basis_mean
-    -- in basis order (ev.basis is keyed by basis index, with gaps where a basis has no
-    -- held-out set), so the sum is the same bits in every process; pairs' order is not
-    local keys = {}
-    for k in pairs(ev.basis or {}) do keys[#keys + 1] = k end
-    table.sort(keys)
-    local s = 0
-    for _, k in ipairs(keys) do s = s + ev.basis[k] end
-    if #keys > 0 then basis_mean = s / #keys end
+    -- stats.summary sums ev.basis (keyed by basis index, with gaps) in index order: the same
+    -- bits in every process, which pairs' order is not
+    local basis_mean = stats.summary(ev.basis or {}).mean
     return {name = self.cfg.name, policy = self.cfg.policy.name, run_dir = self.dir,
             step = self.step,
             specific_loss = ev.specific, generic_loss = ev.generic, basis_loss = basis_mean,
