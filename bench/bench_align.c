@@ -19,6 +19,7 @@
 #include "bench_util.h"
 #include "align.h"
 #include "gpt.h"
+#include "pool.h"
 
 enum { K = 16, BATCH = 8 };
 
@@ -104,6 +105,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++) {
         if (threads[i] < 1) continue;
         openblas_set_num_threads(threads[i]);
+        /* as dgalua does: the non-GEMM kernels run on the pool at the same thread count */
+        if (dga_pool_set_threads(threads[i]) != DGA_OK) {
+            fprintf(stderr, "bench_align: %s\n", dga_last_error());
+            return 1;
+        }
         const char *env = getenv("OPENBLAS_CORETYPE");
         printf("bench_align: %d thread(s) (OpenBLAS reports %d), OpenBLAS core %s%s%s\n",
                threads[i], openblas_get_num_threads(), openblas_get_corename(),

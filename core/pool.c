@@ -4,6 +4,7 @@
 #include "pool.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -88,6 +89,33 @@ static void after_fork_child(void)
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
+/* After each product an idle OpenBLAS worker calls sched_yield in a loop for 2^28 cycles
+ * (about 0.1 s) before it sleeps. The kernels between two products run on this pool, on the
+ * same cores, and the yielding worker keeps taking them back: on `small` at 2 threads that
+ * cost 8% of a step (bench_train: 77% of the sgemm peak with the default, 85-86% with a short
+ * spin). OPENBLAS_THREAD_TIMEOUT=n makes the spin 2^n cycles, but OpenBLAS reads it when the
+ * library loads, before any code of ours runs; so, unless the user set it, set it here, have
+ * OpenBLAS read its environment again and restart its workers (they start again, with the new
+ * spin, at the next product). 2^14 cycles is a few microseconds, about what a sleeping
+ * worker's wake-up costs, so back-to-back products still find their worker awake.
+ * openblas_read_env and blas_thread_shutdown_ are exported by OpenBLAS's pthread builds but
+ * not declared in cblas.h: they are looked up, and without them nothing changes. */
+#define BLAS_SPIN_LOG2_CYCLES "14"
+
+static void shorten_blas_spin(void)
+{
+    if (getenv("OPENBLAS_THREAD_TIMEOUT") || getenv("GOTO_THREAD_TIMEOUT")) return;
+    void (*read_env)(void);
+    int (*shutdown)(void);
+    *(void **)&read_env = dlsym(RTLD_DEFAULT, "openblas_read_env");
+    *(void **)&shutdown = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (!read_env || !shutdown) return;
+    if (setenv("OPENBLAS_THREAD_TIMEOUT", BLAS_SPIN_LOG2_CYCLES, 0) != 0) return;
+    read_env();
+    shutdown();
+}
+static pthread_once_t blas_spin_once = PTHREAD_ONCE_INIT;
+
 dga_status dga_pool_set_threads(int n)
 {
     if (n < 1 || n > DGA_POOL_MAX_THREADS)
@@ -98,6 +126,7 @@ dga_status dga_pool_set_threads(int n)
     pthread_once(&atfork_once, register_atfork);
     g.owner = pthread_self();
     g.have_owner = 1;
+    if (n > 1) pthread_once(&blas_spin_once, shorten_blas_spin);
     if (n - 1 == g.nworkers) return DGA_OK;
     stop_workers();
     if (n == 1) return DGA_OK;

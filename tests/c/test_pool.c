@@ -7,7 +7,9 @@
 #include <cmocka.h>
 
 #include <cblas.h>
+#include <dirent.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -206,6 +208,72 @@ static void test_fork(void **state)
     set_threads(1);
 }
 
+/* Nanoseconds all of this process's threads have spent on a CPU (the first field of each
+ * thread's /proc schedstat), or -1 if the kernel does not expose it. */
+static double process_cpu_ns(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    double total = 0;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long long ns;
+        if (fscanf(f, "%llu", &ns) == 1) total += (double)ns, found = 1;
+        fclose(f);
+    }
+    closedir(d);
+    return found ? total : -1;
+}
+
+/* Once the pool runs on two threads, OpenBLAS's idle workers must sleep soon after a
+ * product instead of calling sched_yield for OpenBLAS's default 2^28 cycles (about 0.1 s),
+ * which takes the cores from the pool's kernels between products (pool.c). Measured as the
+ * CPU time the whole process uses while its main thread sleeps for 60 ms right after a
+ * threaded product: a worker still yielding uses nearly all of those 60 ms; a sleeping one
+ * none. The bound is loose on purpose; what it separates is 0 from about 60. */
+static int user_set_blas_spin;   /* read in main, before any test starts the pool */
+
+static void test_blas_workers_sleep(void **state)
+{
+    (void)state;
+    if (user_set_blas_spin || process_cpu_ns() < 0)
+        skip();   /* the user's own setting wins; or no schedstat to read */
+    int before = openblas_get_num_threads();
+    openblas_set_num_threads(2);
+    set_threads(2);
+    const char *spin = getenv("OPENBLAS_THREAD_TIMEOUT");
+    assert_non_null(spin);
+    assert_string_equal(spin, "14");
+    enum { N = 384 };
+    float *a = malloc(N * N * sizeof *a), *b = malloc(N * N * sizeof *b);
+    float *c = malloc(N * N * sizeof *c), *want = malloc(N * N * sizeof *want);
+    assert_non_null(a), assert_non_null(b), assert_non_null(c), assert_non_null(want);
+    for (int i = 0; i < N * N; i++) a[i] = (float)(i % 13) - 6.0f, b[i] = (float)(i % 7) * 0.25f;
+    /* OpenBLAS restarted its workers to read the new setting: products are still right */
+    openblas_set_num_threads(1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f,
+                want, N);
+    openblas_set_num_threads(2);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c,
+                N);
+    assert_memory_equal(c, want, N * N * sizeof *c);
+    usleep(5000);   /* past the short spin */
+    double c0 = process_cpu_ns();
+    usleep(60000);
+    double used_ms = (process_cpu_ns() - c0) / 1e6;
+    if (used_ms >= 20.0) fail_msg("idle for 60 ms after a product, the process used %.1f ms of "
+                                  "CPU: OpenBLAS's workers are still spinning", used_ms);
+    set_threads(1);
+    openblas_set_num_threads(before);
+    free(a), free(b), free(c), free(want);
+}
+
 /* ------------------------------------------------------------- a training run */
 
 enum { B = 4, T = 32, V = 97, STEPS = 4 };
@@ -277,11 +345,13 @@ static void test_training_reproducible(void **state)
 
 int main(void)
 {
+    user_set_blas_spin = getenv("OPENBLAS_THREAD_TIMEOUT") || getenv("GOTO_THREAD_TIMEOUT");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range),       cmocka_unit_test(test_every_task_once),
         cmocka_unit_test(test_nested),      cmocka_unit_test(test_scratch),
         cmocka_unit_test(test_run_blas),
         cmocka_unit_test(test_bad_counts),  cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_blas_workers_sleep),
         cmocka_unit_test(test_training_reproducible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

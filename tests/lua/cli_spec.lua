@@ -184,6 +184,19 @@ describe("dgalua", function()
             assert.are.equal("1\n", out)
         end)
 
+        it("shortens OpenBLAS's idle spin when it runs on more than one thread, unless the user set it", function()
+            local print_spin = shell_quote(DGALUA) .. " -e 'print(os.getenv(\"OPENBLAS_THREAD_TIMEOUT\"))'"
+            local code, out = run("env -u OPENBLAS_THREAD_TIMEOUT -u GOTO_THREAD_TIMEOUT DGA_THREADS=2 " .. print_spin)
+            assert.are.equal(0, code)
+            assert.are.equal("14\n", out)
+            code, out = run("env -u GOTO_THREAD_TIMEOUT OPENBLAS_THREAD_TIMEOUT=20 DGA_THREADS=2 " .. print_spin)
+            assert.are.equal(0, code)
+            assert.are.equal("20\n", out)
+            code, out = run("env -u OPENBLAS_THREAD_TIMEOUT -u GOTO_THREAD_TIMEOUT DGA_THREADS=1 " .. print_spin)
+            assert.are.equal(0, code)
+            assert.are.equal("nil\n", out)
+        end)
+
         it("finds scripts/ from any directory, and DGALUA_SCRIPTS overrides it", function()
             local code, out = run("cd / && " .. shell_quote(DGALUA) ..
                                   " -e 'print(type(require(\"dgalib.schedule\").make))'")
