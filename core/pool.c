@@ -92,12 +92,12 @@ static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child)
 /* After each product an idle OpenBLAS worker calls sched_yield in a loop for 2^28 cycles
  * (about 0.1 s) before it sleeps. The kernels between two products run on this pool, on the
  * same cores, and the yielding worker keeps taking them back: on `small` at 2 threads that
- * cost 8% of a step (bench_train: 77% of the sgemm peak with the default, 85-86% with a short
- * spin). OPENBLAS_THREAD_TIMEOUT=n makes the spin 2^n cycles, but OpenBLAS reads it when the
- * library loads, before any code of ours runs; so, unless the user set it, set it here, have
- * OpenBLAS read its environment again and restart its workers (they start again, with the new
- * spin, at the next product). 2^14 cycles is a few microseconds, about what a sleeping
- * worker's wake-up costs, so back-to-back products still find their worker awake.
+ * cost about 9% of a step (README, Performance). OPENBLAS_THREAD_TIMEOUT=n makes the spin
+ * 2^n cycles, but OpenBLAS reads it when the library loads, before any code of ours runs;
+ * so, unless the user set it, set it here, have OpenBLAS read its environment again and
+ * restart its workers (they start again, with the new spin, at the next product). 2^14
+ * cycles is a few microseconds, about what a sleeping worker's wake-up costs, so
+ * back-to-back products still find their worker awake.
  * openblas_read_env and blas_thread_shutdown_ are exported by OpenBLAS's pthread builds but
  * not declared in cblas.h: they are looked up, and without them nothing changes. */
 #define BLAS_SPIN_LOG2_CYCLES "14"

@@ -255,7 +255,9 @@ static void test_blas_workers_sleep(void **state)
     float *c = malloc(N * N * sizeof *c), *want = malloc(N * N * sizeof *want);
     assert_non_null(a), assert_non_null(b), assert_non_null(c), assert_non_null(want);
     for (int i = 0; i < N * N; i++) a[i] = (float)(i % 13) - 6.0f, b[i] = (float)(i % 7) * 0.25f;
-    /* OpenBLAS restarted its workers to read the new setting: products are still right */
+    /* OpenBLAS restarted its workers to read the new setting: products are still right.
+     * Small integers times quarters: every partial sum is exact, so any split of the product
+     * between threads gives the same bits. */
     openblas_set_num_threads(1);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f,
                 want, N);
