@@ -92,27 +92,29 @@ static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child)
 /* After each product an idle OpenBLAS worker calls sched_yield in a loop for 2^28 cycles
  * (about 0.1 s) before it sleeps. The kernels between two products run on this pool, on the
  * same cores, and the yielding worker keeps taking them back: on `small` at 2 threads that
- * cost about 9% of a step (README, Performance). OPENBLAS_THREAD_TIMEOUT=n makes the spin
- * 2^n cycles, but OpenBLAS reads it when the library loads, before any code of ours runs;
- * so, unless the user set it, set it here, have OpenBLAS read its environment again and
- * restart its workers (they start again, with the new spin, at the next product). 2^14
- * cycles is a few microseconds, about what a sleeping worker's wake-up costs, so
- * back-to-back products still find their worker awake.
- * openblas_read_env and blas_thread_shutdown_ are exported by OpenBLAS's pthread builds but
- * not declared in cblas.h: they are looked up, and without them nothing changes. */
+ * cost about a tenth of a step (README, Performance). OPENBLAS_THREAD_TIMEOUT=n makes the
+ * spin 2^n cycles, but OpenBLAS reads it when the library loads, before any code of ours
+ * runs; so, unless the user set it, set it here, have OpenBLAS read its environment again
+ * and stop its workers (it starts them again, with the new spin, at the next product).
+ * 2^14 cycles is a few microseconds, about what a sleeping worker's wake-up costs, so
+ * back-to-back products still find their worker awake. The variable stays set, so child
+ * processes start with the short spin and nothing to restart.
+ * Only OpenBLAS's pthread build has this server (its OpenMP build's idle threads are
+ * OpenMP's). openblas_read_env and blas_thread_shutdown_ are exported by it but not declared
+ * in cblas.h, so they are looked up; without them nothing changes. */
 #define BLAS_SPIN_LOG2_CYCLES "14"
 
 static void shorten_blas_spin(void)
 {
-    if (getenv("OPENBLAS_THREAD_TIMEOUT") || getenv("GOTO_THREAD_TIMEOUT")) return;
+    if (openblas_get_parallel() != 1 || getenv("OPENBLAS_THREAD_TIMEOUT")) return;
     void (*read_env)(void);
-    int (*shutdown)(void);
+    int (*stop_blas_workers)(void);
     *(void **)&read_env = dlsym(RTLD_DEFAULT, "openblas_read_env");
-    *(void **)&shutdown = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
-    if (!read_env || !shutdown) return;
+    *(void **)&stop_blas_workers = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (!read_env || !stop_blas_workers) return;
     if (setenv("OPENBLAS_THREAD_TIMEOUT", BLAS_SPIN_LOG2_CYCLES, 0) != 0) return;
     read_env();
-    shutdown();
+    stop_blas_workers();
 }
 static pthread_once_t blas_spin_once = PTHREAD_ONCE_INIT;
 

@@ -7,9 +7,11 @@
  *
  * - Workers block on a condition variable between runs and never spin, so they take no CPU
  *   from OpenBLAS while it works. The other way round, OpenBLAS's idle workers spin (calling
- *   sched_yield) for about 0.1 s after each product unless told otherwise, so the first call
- *   with more than one thread shortens that spin to a few microseconds (pool.c says how),
- *   unless the user set OPENBLAS_THREAD_TIMEOUT.
+ *   sched_yield) for about 0.1 s after each product unless told otherwise, so the first
+ *   dga_pool_set_threads with more than one thread shortens that spin to a few microseconds,
+ *   unless the user set OPENBLAS_THREAD_TIMEOUT: it sets that variable in the environment and
+ *   stops OpenBLAS's workers (pool.c says why). Make that first call before other threads
+ *   read the environment or call BLAS (dgalua makes it at startup).
  * - One thread (the default) means no worker threads at all: dga_pool_run calls fn(ctx, 0, 1)
  *   directly, and kernels take their sequential path.
  * - Determinism: a task's share of the work must depend only on the sizes, the task index and
