@@ -38,6 +38,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "comm.h"
 #include "dgal.h"
 #include "pool.h"
 
@@ -749,6 +750,11 @@ static int pmain(lua_State *L)
 
 int main(int argc, char **argv)
 {
+    /* the plain build under mpirun: say so now rather than run the job once per process */
+    if (!dga_comm_has_mpi() && dga_comm_init() != DGA_OK) {
+        print_error(dga_last_error());
+        return EXIT_FAILURE;
+    }
     lua_State *L = luaL_newstate();
     if (L == NULL) {
         print_error("cannot create the Lua state: not enough memory");

@@ -62,7 +62,21 @@ static dga_status end_reduction(size_t n)
 #ifndef DGA_MPI
 
 int dga_comm_has_mpi(void) { return 0; }
-dga_status dga_comm_init(void) { return DGA_OK; }
+
+/* A launcher tells each process it starts how many it started (Open MPI's mpirun:
+ * OMPI_COMM_WORLD_SIZE; MPICH's: PMI_SIZE). This build cannot reach the others, so with more
+ * than one each would run the whole job alone, and they would write over each other's runs. */
+dga_status dga_comm_init(void)
+{
+    static const char *const launcher_sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof launcher_sizes / sizeof launcher_sizes[0]; i++) {
+        const char *v = getenv(launcher_sizes[i]);
+        if (v && atoi(v) > 1)
+            return dga_fail(DGA_ERR_INVALID, "started by mpirun as one of %s processes, but "
+                            "this build has no MPI: run build/mpi/dgalua (make MPI=1)", v);
+    }
+    return DGA_OK;
+}
 void dga_comm_finalize(int status) { (void)status; }
 int dga_comm_rank(void) { return 0; }
 int dga_comm_size(void) { return 1; }

@@ -101,20 +101,31 @@ function D:backward_step(model, n, B)
     return sum / B, all
 end
 
--- Fails on every rank, naming the ranks, when their parameters differ.
-function D:check_replicas(model, step)
+-- Fails on every rank, naming the ranks, when their parameters or their mixture weights
+-- (what the policy decided, so a policy that is not deterministic across ranks) differ.
+local function weights_key(w)
+    local parts = {}
+    for i = 1, #w do parts[i] = string.format("%a", w[i]) end
+    return table.concat(parts, ",")
+end
+
+function D:check_replicas(model, step, weights)
     if not self.check then return end
-    local mine = model:checksum()
-    local root = self:from_root(mine)
-    local bad = dga.allgather(dga.tensor({mine == root and 0 or 1}))
-    local ranks = {}
-    for r = 1, #bad do
-        if bad[r] ~= 0 then ranks[#ranks + 1] = tostring(r - 1) end
+    local params, mix = model:checksum(), weights and weights_key(weights) or "none"
+    local root_params, root_mix = self:from_root(params), self:from_root(mix)
+    local code = params ~= root_params and 1 or (mix ~= root_mix and 2 or 0)
+    local codes = dga.allgather(dga.tensor({code}))
+    local found = {}
+    for r = 1, #codes do
+        if codes[r] ~= 0 then
+            found[#found + 1] = string.format("the %s of rank %d",
+                                              codes[r] == 1 and "parameters" or "mixture weights", r - 1)
+        end
     end
-    if #ranks > 0 then
-        error(string.format("check_replicas: step %d: the parameters of rank%s %s differ from rank 0's "
-                            .. "(checksum %s on rank %d, %s on rank 0)", step, #ranks > 1 and "s" or "",
-                            table.concat(ranks, ", "), mine, self.rank, root), 0)
+    if #found > 0 then
+        error(string.format("check_replicas: step %d: %s differ from rank 0's (parameter checksum %s "
+                            .. "on rank %d, %s on rank 0)", step, table.concat(found, ", "), params,
+                            self.rank, root_params), 0)
     end
 end
 

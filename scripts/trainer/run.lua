@@ -204,7 +204,8 @@ function Run:load_checkpoint(path)
     self.elapsed_before = ck.elapsed
     -- The state does not depend on the rank count (trainer/dist.lua), so a run may resume on
     -- a different one; only the reduction order, and so the last bits of the losses, change.
-    if ck.ranks ~= self.dist.size and not self.opts.quiet then
+    -- Said even with quiet (which silences progress, not this): by rank 0 only.
+    if ck.ranks ~= self.dist.size and self.writer then
         io.stderr:write(string.format("%s: %s was written by %d rank%s, resuming on %d: the state does "
                                       .. "not depend on the rank count, but the losses may differ in "
                                       .. "the last bits from a run that never stopped\n",
@@ -351,7 +352,7 @@ function Run:train()
             self.logs:epoch_rows(step, sampler, self.src.k, cfg.sparse_k)
             last.eval = ev
             sum_loss, sum_norm, n_acc = 0, 0, 0
-            dist:check_replicas(model, step)
+            dist:check_replicas(model, step, self.weights)
             local ce = cfg.checkpoint_every
             stop = self.opts.stop_at == step
             if step == cfg.steps or stop or (ce > 0 and step % ce == 0) then

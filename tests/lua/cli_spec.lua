@@ -197,6 +197,23 @@ describe("dgalua", function()
             assert.are.equal("nil\n", out)
         end)
 
+        it("refuses to run under mpirun when built without MPI, instead of running the job once per process", function()
+            local code, out = dgalua("-e 'print(dga.has_mpi())'")
+            assert.are.equal(0, code)
+            if out ~= "false\n" then return end   -- the MPI build: a launcher's variables are its own
+            for _, var in ipairs{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"} do
+                local err
+                code, out, err = run("env " .. var .. "=2 " .. shell_quote(DGALUA) .. " -e 'print(1)'")
+                assert.are.equal(1, code, var)
+                assert.are.equal("", out)
+                contains(err, "started by mpirun as one of 2 processes, but this build has no MPI")
+                contains(err, "build/mpi/dgalua")
+            end
+            code, out = run("env OMPI_COMM_WORLD_SIZE=1 " .. shell_quote(DGALUA) .. " -e 'print(1)'")
+            assert.are.equal(0, code)
+            assert.are.equal("1\n", out)
+        end)
+
         it("finds scripts/ from any directory, and DGALUA_SCRIPTS overrides it", function()
             local code, out = run("cd / && " .. shell_quote(DGALUA) ..
                                   " -e 'print(type(require(\"dgalib.schedule\").make))'")

@@ -185,9 +185,9 @@ end
             "trainer.run(fixture.config(dir .. '/half', %s), {quiet = true, stop_at = 8})", over))
         assert.are.equal(0, code, err)
         code, _, err = run("one", string.format(
-            "trainer.run(fixture.config(dir .. '/half', %s), {resume = true})", over))
+            "trainer.run(fixture.config(dir .. '/half', %s), {resume = true, quiet = true})", over))
         assert.are.equal(0, code, err)
-        h.contains(err, "was written by 2 ranks, resuming on 1")
+        h.contains(err, "was written by 2 ranks, resuming on 1")   -- quiet silences progress only
         close_rows(a, metrics(dir .. "/half"), "train_loss")
     end)
 
@@ -213,6 +213,18 @@ print("finished")
         assert.are_not.equal(0, code)
         assert.is_nil(out:find("finished", 1, true))
         h.contains(err, "check_replicas: step 4: the parameters of rank 1 differ from rank 0's")
+        -- a policy that decides differently on one rank: the same parameters, other weights
+        code, out, err = run("two", [[
+trainer.run(fixture.config(dir .. '/drift-mix', {check_replicas = true}), {quiet = true, hooks = {after_step = function(step, r)
+  if step == 2 and rank == 1 then
+    local a = r.policy.alpha; a[1] = a[1] * 1.5; a:normalize_()
+  end
+end}})
+print("finished")
+]])
+        assert.are_not.equal(0, code)
+        assert.is_nil(out:find("finished", 1, true))
+        h.contains(err, "check_replicas: step 4: the mixture weights of rank 1 differ from rank 0's")
     end)
 
     it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 returns", function()
