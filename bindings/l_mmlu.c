@@ -381,8 +381,10 @@ static int l_mmlu_score(lua_State *L)
     return 1;
 }
 
-/* dga.eval_loss_seqs(model, seqs [N x L int32], batch) -> mean next-token loss */
-static int l_eval_loss_seqs(lua_State *L)
+/* The arguments of eval_loss_seqs and eval_row_losses (model, seqs [N x L int32], batch),
+ * checked; the sequences' tokens, their count and length. */
+static const int32_t *check_eval_seqs(lua_State *L, dga_model **model_out, size_t *n_out,
+                                      int *len_out, int *batch_out)
 {
     lua_settop(L, 3);   /* scratch values are anchored above the arguments */
     dga_model *model = dgal_check_model(L, 1);
@@ -405,13 +407,51 @@ static int l_eval_loss_seqs(lua_State *L)
     const int32_t *s = dga_tensor_i32(seqs);
     /* Token ids are checked here because a sequence's last token is only a target: the
      * message then names its place in seqs, not in the shifted inputs. */
-    DGAL_CHECK(L, dga_model_check_ids(model, "eval_loss_seqs", s, (int)seqs->shape[0],
-                                      (int)seqs->shape[1], 0));
+    dga_status st = dga_model_check_ids(model, "eval_loss_seqs", s, (int)seqs->shape[0],
+                                        (int)seqs->shape[1], 0);
+    if (st != DGA_OK) dgal_error(L, st);   /* raises */
+    *model_out = model;
+    *n_out = (size_t)seqs->shape[0];
+    *len_out = (int)seqs->shape[1];
+    *batch_out = batch;
+    return s;
+}
+
+/* dga.eval_loss_seqs(model, seqs [N x L int32], batch) -> mean next-token loss */
+static int l_eval_loss_seqs(lua_State *L)
+{
+    dga_model *model;
+    size_t n;
+    int len, batch;
+    const int32_t *s = check_eval_seqs(L, &model, &n, &len, &batch);
     double mean;
-    DGAL_CHECK(L, dga_eval_mean_loss_seqs(model, s, (size_t)seqs->shape[0], (int)seqs->shape[1],
-                                          batch, &mean));
+    DGAL_CHECK(L, dga_eval_mean_loss_seqs(model, s, n, len, batch, &mean));
     lua_pushnumber(L, mean);
     return 1;
+}
+
+/* dga.eval_row_losses(model, seqs [N x L int32], batch) -> {row loss sums}, {row target
+ * counts}: what eval_loss_seqs sums, row by row (for evaluation split over processes) */
+static int l_eval_row_losses(lua_State *L)
+{
+    dga_model *model;
+    size_t n;
+    int len, batch;
+    const int32_t *s = check_eval_seqs(L, &model, &n, &len, &batch);
+    double *nll = dgal_scratch(L, n * (sizeof(double) + sizeof(int)) + 1);
+    int *cnt = (int *)(nll + n);
+    DGAL_CHECK(L, dga_eval_row_losses_seqs(model, s, n, len, batch, nll, cnt));
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushnumber(L, nll[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushinteger(L, cnt[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 2;
 }
 
 void dgal_open_mmlu(lua_State *L)
@@ -435,6 +475,7 @@ void dgal_open_mmlu(lua_State *L)
         {"mmlu_render", l_mmlu_render},
         {"mmlu_score", l_mmlu_score},
         {"eval_loss_seqs", l_eval_loss_seqs},
+        {"eval_row_losses", l_eval_row_losses},
         {NULL, NULL},
     };
     luaL_setfuncs(L, funcs, 0);

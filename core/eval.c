@@ -15,8 +15,11 @@ static dga_status resolve_batch(dga_model *model, int batch, const char *fn, int
     return DGA_OK;
 }
 
-dga_status dga_eval_mean_loss(dga_model *model, const int32_t *inputs, const int32_t *targets,
-                              size_t stride, size_t n, int T, int batch, double *mean)
+/* The loop of dga_eval_mean_loss; with row_nll / row_cnt (n entries each) it also keeps every
+ * row's loss sum and target count, for a caller that sums rows from several processes. */
+static dga_status eval_rows(dga_model *model, const int32_t *inputs, const int32_t *targets,
+                            size_t stride, size_t n, int T, int batch, double *mean,
+                            double *row_nll, int *row_cnt)
 {
     *mean = 0.0;
     int B = 0;
@@ -55,6 +58,7 @@ dga_status dga_eval_mean_loss(dga_model *model, const int32_t *inputs, const int
         for (int r = 0; r < b && st == DGA_OK; r++) {
             total += nll[r];
             count += cnt[r];
+            if (row_nll) row_nll[i + (size_t)r] = nll[r], row_cnt[i + (size_t)r] = cnt[r];
         }
     }
     if (st == DGA_OK && count > 0) *mean = total / (double)count;
@@ -66,16 +70,39 @@ done:
     return st;
 }
 
-dga_status dga_eval_mean_loss_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
-                                   int seq_len, int batch, double *mean)
+dga_status dga_eval_mean_loss(dga_model *model, const int32_t *inputs, const int32_t *targets,
+                              size_t stride, size_t n, int T, int batch, double *mean)
 {
-    *mean = 0.0;
+    return eval_rows(model, inputs, targets, stride, n, T, batch, mean, NULL, NULL);
+}
+
+static dga_status check_seq_len(dga_model *model, int seq_len)
+{
     int n_ctx = dga_model_context(model);
     if (seq_len < 2 || seq_len > n_ctx + 1)
         return dga_fail(DGA_ERR_INVALID,
                         "eval_loss: sequence length %d outside [2, %d] (context %d, plus the "
                         "last target)",
                         seq_len, n_ctx + 1, n_ctx);
+    return DGA_OK;
+}
+
+dga_status dga_eval_row_losses_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
+                                    int seq_len, int batch, double *row_nll, int *row_cnt)
+{
+    dga_status st = check_seq_len(model, seq_len);
+    double mean;
+    if (st != DGA_OK) return st;
+    return eval_rows(model, seqs, seqs + 1, (size_t)seq_len, n_seqs, seq_len - 1, batch, &mean,
+                     row_nll, row_cnt);
+}
+
+dga_status dga_eval_mean_loss_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
+                                   int seq_len, int batch, double *mean)
+{
+    *mean = 0.0;
+    dga_status st = check_seq_len(model, seq_len);
+    if (st != DGA_OK) return st;
     return dga_eval_mean_loss(model, seqs, seqs + 1, (size_t)seq_len, n_seqs, seq_len - 1, batch,
                               mean);
 }

@@ -24,6 +24,13 @@ dga_status dga_eval_mean_loss(dga_model *model, const int32_t *inputs, const int
 dga_status dga_eval_mean_loss_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
                                    int seq_len, int batch, double *mean);
 
+/* The rows of dga_eval_mean_loss_seqs one by one: row_nll[i] the sum of row i's next-token
+ * losses, row_cnt[i] its number of targets (n_seqs entries each). Batches start at row 0, so a
+ * process that evaluates whole batches of a larger set gets the rows' bits of the whole run;
+ * summing row_nll in row order and dividing by the summed counts gives its mean, bit for bit. */
+dga_status dga_eval_row_losses_seqs(dga_model *model, const int32_t *seqs, size_t n_seqs,
+                                    int seq_len, int batch, double *row_nll, int *row_cnt);
+
 /* One log-likelihood request: tokens = context followed by continuation; the last n_cont
  * tokens are the continuation (1 <= n_cont <= min(n_ctx, n_tokens - 1)). As the harness does,
  * a sequence longer than n_ctx + 1 is truncated from the left (the context loses its start). */

@@ -156,6 +156,10 @@ M.groups = {
         {"eval_loss_seqs", args = "(model, seqs, batch)", returns = "number",
          doc = "Mean next-token loss over int32 sequences [N, L], batch rows at a time.",
          example = "local loss = dga.eval_loss_seqs(m, seqs, 16)"},
+        {"eval_row_losses", args = "(model, seqs, batch)", returns = "table, table",
+         doc = "What eval_loss_seqs sums, row by row: each sequence's summed next-token loss and its target "
+               .. "count (summed in row order and divided: eval_loss_seqs, bit for bit).",
+         example = "local nll, cnt = dga.eval_row_losses(m, seqs, 16)"},
     }},
     {title = "Mixing: sampler, basis, alignment", functions = {
         {"sampler", args = "(sizes [, {seed = 0, budget, epoch_cap = 0}])", returns = "dga.sampler",

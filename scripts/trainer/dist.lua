@@ -23,8 +23,11 @@
 --   - DGA_DATA_PARALLEL=0 (or cfg.data_parallel = false) makes every rank a one-rank run of
 --     its own; so does M.independent = true, which a sweep sets while each rank runs its own
 --     cells (scripts/dgalib/sweep.lua).
---   - cfg.check_replicas (or DGA_CHECK_REPLICAS=1) compares a checksum of the parameters
---     over the ranks at every metrics row and fails on every rank on a mismatch.
+--   - The held-out sets are evaluated in whole batches split over the ranks (D:eval_seqs),
+--     with the one-rank value on every rank.
+--   - cfg.check_replicas (or DGA_CHECK_REPLICAS=1) compares a checksum of the parameters and
+--     the mixture weights over the ranks at every metrics row and fails on every rank on a
+--     mismatch.
 local M = {}
 
 local D = {}
@@ -99,6 +102,39 @@ function D:backward_step(model, n, B)
     local sum = 0
     for i = 1, B do sum = sum + all[i] end
     return sum / B, all
+end
+
+-- The held-out loss of seqs (N x L int32) in batches of `batch`, the work split over the
+-- ranks: each evaluates a contiguous run of whole batches (so its rows' values are those of
+-- a one-rank evaluation), the per-row loss sums and counts travel from every rank to every
+-- other (one broadcast per rank, as doubles), and every rank sums them in row order: the
+-- value of dga.eval_loss_seqs on one rank, bit for bit, in about 1/R of its time.
+function D:eval_seqs(model, seqs, batch)
+    if self.size == 1 then return dga.eval_loss_seqs(model, seqs, batch) end
+    local n = seqs:shape()[1]
+    local b = batch or 0
+    if b <= 0 then b = model:config().batch end
+    local nb = (n + b - 1) // b
+    local lo = math.min(n, (self.rank * nb) // self.size * b)
+    local hi = math.min(n, ((self.rank + 1) * nb) // self.size * b)
+    local mine = ""
+    if hi > lo then
+        local nll, cnt = dga.eval_row_losses(model, seqs:narrow(lo + 1, hi - lo), b)
+        local parts = {}
+        for i = 1, #nll do parts[i] = string.pack("<dj", nll[i], cnt[i]) end
+        mine = table.concat(parts)
+    end
+    local total, count = 0.0, 0
+    for r = 0, self.size - 1 do
+        local got = dga.bcast(r == self.rank and mine or nil, r)
+        local pos = 1
+        while pos <= #got do
+            local l, c
+            l, c, pos = string.unpack("<dj", got, pos)
+            total, count = total + l, count + c
+        end
+    end
+    return count > 0 and total / count or 0.0
 end
 
 -- Fails on every rank, naming the ranks, when their parameters or their mixture weights

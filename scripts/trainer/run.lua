@@ -6,8 +6,8 @@
 -- sets are evaluated and a metrics row is written; checkpoints are taken at metrics rows.
 -- Under mpirun the ranks train one model data-parallel (trainer/dist.lua): each computes
 -- its rows of the global batch and its share of an alignment round's probes, and only rank 0
--- writes (the run directory, logs, checkpoints, progress). Every rank evaluates the held-out
--- sets itself.
+-- writes (the run directory, logs, checkpoints, progress). The held-out sets are evaluated
+-- in whole batches split over the ranks, with the one-rank values.
 local config = require "trainer.config"
 local sources = require "trainer.sources"
 local space_of = require "trainer.space"
@@ -154,7 +154,7 @@ function Run:evaluate(announce)
     local out = {basis = {}}
     for i, set in ipairs(sets) do
         local key, seqs = set[1], set[2]
-        local loss = sources.eval_seqs(self.model, seqs, b)
+        local loss = self.dist:eval_seqs(self.model, seqs, b)
         if type(key) == "number" then out.basis[key] = loss else out[key] = loss end
         if say then
             local what = type(key) == "number" and ("basis " .. key .. " (" .. self.data.basis[key].name .. ")")

@@ -247,4 +247,30 @@ describe("dga.eval_loss_seqs", function()
         raises("sequence length 10", dga.eval_loss_seqs, m, {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}, 1)
         raises("batch must be in", dga.eval_loss_seqs, m, seqs, 6)
     end)
+
+    it("is, bit for bit, the row sums of eval_row_losses over their counts, also when whole batches are evaluated apart", function()
+        local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 3,
+                          seed = 5}
+        local seqs = {}
+        for b = 1, 7 do
+            seqs[b] = {}
+            for t = 1, 9 do seqs[b][t] = (b * 5 + t * t * 3) % 32 end
+        end
+        local t = dga.tensor(seqs, "int32")
+        local nll, cnt = dga.eval_row_losses(m, t, 3)
+        assert.are.equal(7, #nll)
+        assert.are.equal(7, #cnt)
+        assert.are.equal(8, cnt[4])
+        local total, count = 0.0, 0
+        for i = 1, 7 do total, count = total + nll[i], count + cnt[i] end
+        assert.are.equal(dga.eval_loss_seqs(m, t, 3), total / count)
+        -- whole batches of 3 from rows 4 and 7: the same rows' values
+        local tail = {dga.eval_row_losses(m, t:narrow(4, 4), 3)}
+        for i = 1, 4 do
+            assert.are.equal(nll[3 + i], tail[1][i])
+            assert.are.equal(cnt[3 + i], tail[2][i])
+        end
+        raises("outside vocabulary", dga.eval_row_losses, m, {{1, 2, 40}}, 1)
+        raises("batch must be in", dga.eval_row_losses, m, t, 4)
+    end)
 end)

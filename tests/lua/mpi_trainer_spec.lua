@@ -72,7 +72,8 @@ local rank, dir = dga.rank(), %q
 
     it("gives the one-rank losses, the same weights on both ranks, and only rank 0 writes", function()
         for _, batch in ipairs{4, 5} do   -- 5: the ranks take 2 and 3 rows
-            local over = CFG:gsub("}$", ", batch = " .. batch .. "}")
+            -- eval_batch 3: the 8 held-out sequences are 3 batches, split 1 and 2 over the ranks
+            local over = CFG:gsub("}$", ", batch = " .. batch .. ", eval_batch = 3}")
             local code, _, err = run("one", string.format(
                 "trainer.run(fixture.config(dir .. '/one', %s), {quiet = true})", over))
             assert.are.equal(0, code, err)
@@ -93,6 +94,10 @@ print(rank, s.model:checksum(), string.format("%%a", s.specific_loss))
             for _, key in ipairs{"train_loss", "specific_loss", "generic_loss", "grad_norm", "tokens"} do
                 close_rows(a, b, key)
             end
+            -- at step 0 the parameters are the same: the split evaluation gives one rank's bits
+            assert.are.equal(0, a[1].step)
+            assert.are.equal(a[1].specific_loss, b[1].specific_loss)
+            assert.are.equal(a[1].generic_loss, b[1].generic_loss)
             -- the policy saw the same alignments, to the tolerance
             local wa = csvlog.read_records(dir .. "/one/weights.csv")
             local wb = csvlog.read_records(dir .. "/two/weights.csv")
@@ -100,6 +105,30 @@ print(rank, s.model:checksum(), string.format("%%a", s.specific_loss))
             h.rm(dir .. "/one")
             h.rm(dir .. "/two")
         end
+    end)
+
+    it("splits a held-out evaluation over the ranks and gets one rank's value, bit for bit", function()
+        local code, out, err = run("two", [[
+local dist = require("trainer.dist").new({})
+local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 3, seed = 5}
+for _, n in ipairs{7, 2, 1} do   -- 3, 1 and 1 batches of 3: both ranks, one, one
+  local rows = {}
+  for i = 1, n do
+    rows[i] = {}
+    for t = 1, 9 do rows[i][t] = (i * 5 + t * t * 3) % 32 end
+  end
+  local seqs = dga.tensor(rows, "int32")
+  print(rank, n, string.format("%a", dist:eval_seqs(m, seqs, 3)),
+        string.format("%a", dga.eval_loss_seqs(m, seqs, 3)))
+end
+]])
+        assert.are.equal(0, code, err)
+        local seen = 0
+        for _, _, split, whole in out:gmatch("(%d)%s+(%d)%s+(%S+)%s+(%S+)") do
+            assert.are.equal(whole, split)
+            seen = seen + 1
+        end
+        assert.are.equal(6, seen, out)
     end)
 
     it("gives the same run with the all-reduce overlapped with the backward or after it", function()
