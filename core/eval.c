@@ -58,7 +58,10 @@ static dga_status eval_rows(dga_model *model, const int32_t *inputs, const int32
         for (int r = 0; r < b && st == DGA_OK; r++) {
             total += nll[r];
             count += cnt[r];
-            if (row_nll) row_nll[i + (size_t)r] = nll[r], row_cnt[i + (size_t)r] = cnt[r];
+            if (row_nll && row_cnt) {
+                row_nll[i + (size_t)r] = nll[r];
+                row_cnt[i + (size_t)r] = cnt[r];
+            }
         }
     }
     if (st == DGA_OK && count > 0) *mean = total / (double)count;

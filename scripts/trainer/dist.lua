@@ -113,16 +113,27 @@ function D:eval_seqs(model, seqs, batch)
     if self.size == 1 then return dga.eval_loss_seqs(model, seqs, batch) end
     local n = seqs:shape()[1]
     local b = batch or 0
-    if b <= 0 then b = model:config().batch end
+    if b == 0 then b = model:config().batch end   -- as on one rank; a negative one raises there
     local nb = (n + b - 1) // b
     local lo = math.min(n, (self.rank * nb) // self.size * b)
     local hi = math.min(n, ((self.rank + 1) * nb) // self.size * b)
-    local mine = ""
+    local mine, failed = "", nil
     if hi > lo then
-        local nll, cnt = dga.eval_row_losses(model, seqs:narrow(lo + 1, hi - lo), b)
-        local parts = {}
-        for i = 1, #nll do parts[i] = string.pack("<dj", nll[i], cnt[i]) end
-        mine = table.concat(parts)
+        local ok, nll, cnt = pcall(dga.eval_row_losses, model, seqs:narrow(lo + 1, hi - lo), b)
+        if ok then
+            local parts = {}
+            for i = 1, #nll do parts[i] = string.pack("<dj", nll[i], cnt[i]) end
+            mine = table.concat(parts)
+        else
+            failed = string.format("%s (rows %d-%d of %d, counted from the first of those, "
+                                   .. "evaluated on rank %d)", tostring(nll), lo + 1, hi, n, self.rank)
+        end
+    end
+    -- An error in one rank's rows (a token id out of range) is raised on every rank, with
+    -- the first failing rank's message, instead of leaving the others in a broadcast.
+    local flags = dga.allgather(dga.tensor({failed and 1 or 0}))
+    for r = 1, #flags do
+        if flags[r] ~= 0 then error(dga.bcast(failed, r - 1), 0) end
     end
     local total, count = 0.0, 0
     for r = 0, self.size - 1 do
@@ -151,17 +162,19 @@ function D:check_replicas(model, step, weights)
     local root_params, root_mix = self:from_root(params), self:from_root(mix)
     local code = params ~= root_params and 1 or (mix ~= root_mix and 2 or 0)
     local codes = dga.allgather(dga.tensor({code}))
-    local found = {}
+    local found, params_differ = {}, false
     for r = 1, #codes do
         if codes[r] ~= 0 then
             found[#found + 1] = string.format("the %s of rank %d",
                                               codes[r] == 1 and "parameters" or "mixture weights", r - 1)
+            params_differ = params_differ or codes[r] == 1
         end
     end
     if #found > 0 then
-        error(string.format("check_replicas: step %d: %s differ from rank 0's (parameter checksum %s "
-                            .. "on rank %d, %s on rank 0)", step, table.concat(found, ", "), params,
-                            self.rank, root_params), 0)
+        local sums = params_differ and string.format(" (parameter checksum %s on rank %d, %s on rank 0)",
+                                                     params, self.rank, root_params) or ""
+        error(string.format("check_replicas: step %d: %s differ from rank 0's%s", step,
+                            table.concat(found, ", "), sums), 0)
     end
 end
 

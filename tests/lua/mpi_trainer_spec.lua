@@ -111,6 +111,11 @@ print(rank, s.model:checksum(), string.format("%%a", s.specific_loss))
         local code, out, err = run("two", [[
 local dist = require("trainer.dist").new({})
 local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 3, seed = 5}
+local evaluated, row_losses = 0, dga.eval_row_losses
+dga.eval_row_losses = function(model, seqs, b)   -- counts this rank's rows
+  evaluated = evaluated + seqs:shape()[1]
+  return row_losses(model, seqs, b)
+end
 for _, n in ipairs{7, 2, 1} do   -- 3, 1 and 1 batches of 3: both ranks, one, one
   local rows = {}
   for i = 1, n do
@@ -118,17 +123,34 @@ for _, n in ipairs{7, 2, 1} do   -- 3, 1 and 1 batches of 3: both ranks, one, on
     for t = 1, 9 do rows[i][t] = (i * 5 + t * t * 3) % 32 end
   end
   local seqs = dga.tensor(rows, "int32")
-  print(rank, n, string.format("%a", dist:eval_seqs(m, seqs, 3)),
+  print("eval", rank, n, string.format("%a", dist:eval_seqs(m, seqs, 3)),
         string.format("%a", dga.eval_loss_seqs(m, seqs, 3)))
 end
+print("rows", rank, dist.size, evaluated)
+-- a bad token id in rank 1's rows: both ranks raise rank 1's message
+local bad = {}
+for i = 1, 7 do bad[i] = {} for t = 1, 9 do bad[i][t] = (i + t) % 32 end end
+bad[6][4] = 99
+local ok, e = pcall(dist.eval_seqs, dist, m, dga.tensor(bad, "int32"), 3)
+print("error", rank, tostring(ok), e)
 ]])
         assert.are.equal(0, code, err)
         local seen = 0
-        for _, _, split, whole in out:gmatch("(%d)%s+(%d)%s+(%S+)%s+(%S+)") do
+        for _, _, split, whole in out:gmatch("eval\t(%d)\t(%d)\t(%S+)\t(%S+)") do
             assert.are.equal(whole, split)
             seen = seen + 1
         end
         assert.are.equal(6, seen, out)
+        -- the work was split: of 7 + 2 + 1 rows, rank 0 took 3 (one batch of the 7), rank 1 the rest
+        h.contains(out, "rows\t0\t2\t3\n")
+        h.contains(out, "rows\t1\t2\t7\n")
+        local raised = 0
+        for line in out:gmatch("error\t[01]\tfalse\t[^\n]*") do
+            h.contains(line, "token id 99 at [3,4] outside vocabulary [0, 32) (rows 4-7 of 7, counted from the "
+                             .. "first of those, evaluated on rank 1)")
+            raised = raised + 1
+        end
+        assert.are.equal(2, raised, out)
     end)
 
     it("gives the same run with the all-reduce overlapped with the backward or after it", function()
