@@ -158,7 +158,7 @@ end
 
 function D:check_replicas(model, step, weights)
     if not self.check then return end
-    local params, mix = model:checksum(), weights and weights_key(weights) or "none"
+    local params, mix = model:checksum(), weights_key(weights)
     local root_params, root_mix = self:from_root(params), self:from_root(mix)
     local code = params ~= root_params and 1 or (mix ~= root_mix and 2 or 0)
     local codes = dga.allgather(dga.tensor({code}))

@@ -252,30 +252,24 @@ print("rank " .. rank .. " should never finish")
         assert.are_not.equal(0, code)
         h.contains(err, "rank one fails at step 3")
         h.contains(err, "rank 1 of 2 exits with status 1; aborting the job")
-        local out
-        code, out, err = run("two", [[
-trainer.run(fixture.config(dir .. '/drift', {check_replicas = true}), {quiet = true, hooks = {after_step = function(step, r)
-  if step == 2 and rank == 1 then
-    local p = r.model:params(); p[1] = p[1] + 1e-3; r.model:set_params(p)
-  end
+        -- rank 1 changes `mutation` (Lua, with the Run r in scope) after step 2; the check at
+        -- step 4 must stop the job before it finishes
+        local function drifts(name, mutation, expected)
+            local c, out, e = run("two", string.format([[
+trainer.run(fixture.config(dir .. '/%s', {check_replicas = true}), {quiet = true, hooks = {after_step = function(step, r)
+  if step == 2 and rank == 1 then %s end
 end}})
 print("finished")
-]])
-        assert.are_not.equal(0, code)
-        assert.is_nil(out:find("finished", 1, true))
-        h.contains(err, "check_replicas: step 4: the parameters of rank 1 differ from rank 0's")
+]], name, mutation))
+            assert.are_not.equal(0, c)
+            assert.is_nil(out:find("finished", 1, true))
+            h.contains(e, expected)
+        end
+        drifts("drift", "local p = r.model:params(); p[1] = p[1] + 1e-3; r.model:set_params(p)",
+               "check_replicas: step 4: the parameters of rank 1 differ from rank 0's")
         -- a policy that decides differently on one rank: the same parameters, other weights
-        code, out, err = run("two", [[
-trainer.run(fixture.config(dir .. '/drift-mix', {check_replicas = true}), {quiet = true, hooks = {after_step = function(step, r)
-  if step == 2 and rank == 1 then
-    local a = r.policy.alpha; a[1] = a[1] * 1.5; a:normalize_()
-  end
-end}})
-print("finished")
-]])
-        assert.are_not.equal(0, code)
-        assert.is_nil(out:find("finished", 1, true))
-        h.contains(err, "check_replicas: step 4: the mixture weights of rank 1 differ from rank 0's")
+        drifts("drift-mix", "local a = r.policy.alpha; a[1] = a[1] * 1.5; a:normalize_()",
+               "check_replicas: step 4: the mixture weights of rank 1 differ from rank 0's")
     end)
 
     it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 returns", function()
