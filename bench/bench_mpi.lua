@@ -6,7 +6,8 @@
 --     all-reduce overlapped with the backward (the default) or after it
 --     (DGA_OVERLAP_ALLREDUCE=0); the result's "overlap" field says which;
 --   - one alignment round at k = 64 probes of 4 sequences on the same model, split over the
---     ranks as the trainer splits it (DGA_BENCH_ALIGN=0 skips it).
+--     ranks as the trainer splits it, and the held-out evaluation of 64 sequences in batches
+--     of 8, split as the trainer splits it (DGA_BENCH_ALIGN=0 skips both).
 --   mpirun -np R build/mpi/dgalua --threads 1 bench/bench_mpi.lua
 -- DGA_BENCH_STEPS (default 8): timed steps. Rank 0 prints "RESULT {json}" lines for
 -- bench/run; times are wall clock, medians.
@@ -93,3 +94,16 @@ for _ = 1, 2 do
 end
 result{{"kind", "align_round"}, {"config", "small"}, {"threads", 1}, {"ranks", size}, {"k", K},
        {"probe_batch", nb}, {"round_s", median(rounds)}}
+
+-- The held-out evaluation: 64 sequences of T + 1 tokens in batches of B.
+local held = dga.zeros(64, T + 1, "int32")
+for i = 1, 64 * (T + 1) do held[i] = rng:below(V) end
+local evals = {}
+for _ = 1, 3 do
+    if size > 1 then dga.allgather(dga.zeros(1)) end
+    local t0 = runinfo.now()
+    dist:eval_seqs(model, held, B)
+    evals[#evals + 1] = runinfo.now() - t0
+end
+result{{"kind", "eval"}, {"config", "small"}, {"threads", 1}, {"ranks", size}, {"seqs", 64},
+       {"batch", B}, {"eval_s", median(evals)}}
