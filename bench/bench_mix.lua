@@ -31,7 +31,7 @@ result{{"kind", "sampler"}, {"k", k}, {"rebuild_ms", rebuild_ms}, {"million_draw
 
 -- MMLU scoring: a 4-layer, 128-wide model (random init: the speed does not depend on the
 -- weights), context 512, 300 MMLU_b questions 0-shot and 100 5-shot.
-local dir = arg[1] or (require("dgalib.data").find_mmlu())
+local dir = arg[1] or (require("data.corpus").find_mmlu())
 if not dir then print("MMLU not found: scoring skipped") return end
 local mm = dga.mmlu_load(dir)
 local qs, dev = mm:split("b", 1), mm:split("dev")

@@ -2,7 +2,7 @@
 -- it asserts nothing):
 --   - training tokens/s on bench_train's `small` config (4 layers, width 256, context 256,
 --     vocabulary 8192, global batch 8): each rank forward/backward on its rows, the gradient
---     all-reduce, AdamW, as the trainer's step does (scripts/trainer/dist.lua), with the
+--     all-reduce, AdamW, as the trainer's step does (scripts/trainer/data_parallel.lua), with the
 --     all-reduce overlapped with the backward (the default) or after it
 --     (DGA_OVERLAP_ALLREDUCE=0); the result's "overlap" field says which;
 --   - one alignment round at k = 64 probes of 4 sequences on the same model, split over the
@@ -11,9 +11,9 @@
 --   mpirun -np R build/mpi/dgalua --threads 1 bench/bench_mpi.lua
 -- DGA_BENCH_STEPS (default 8): timed steps. Rank 0 prints "RESULT {json}" lines for
 -- bench/run; times are wall clock, medians.
-local runinfo = require "dgalib.runinfo"
-local dist = require("trainer.dist").new({})
-local rank, size = dist.rank, dist.size
+local runinfo = require "util.runinfo"
+local dp = require("trainer.data_parallel").new({})
+local rank, size = dp.rank, dp.size
 
 local function median(t)
     table.sort(t)
@@ -46,13 +46,13 @@ local function batch(n)
     return x, y
 end
 local X, Y = batch(B)
-local first, rows = dist:rows(B)
+local first, rows = dp:rows(B)
 local x, y = X:narrow(first, rows), Y:narrow(first, rows)
 
 local function step()
     model:zero_grad()
     model:forward(x, y)
-    if size > 1 then dist:backward_step(model, rows, B) else model:backward() end
+    if size > 1 then dp:backward_step(model, rows, B) else model:backward() end
     model:clip_grad(1.0)
     opt:step()
 end
@@ -75,7 +75,7 @@ for _ = 1, n_steps do
 end
 local st, ct = median(times), median(comm)
 result{{"kind", "dp_train"}, {"config", "small"}, {"threads", 1}, {"ranks", size},
-       {"overlap", dist.overlap and 1 or 0}, {"tokens_per_s", B * T / st},
+       {"overlap", dp.overlap and 1 or 0}, {"tokens_per_s", B * T / st},
        {"step_ms", st * 1e3}, {"allreduce_ms", ct * 1e3}, {"params", model:num_params()}}
 if os.getenv("DGA_BENCH_ALIGN") == "0" then return end
 
@@ -89,7 +89,7 @@ local rounds = {}
 for _ = 1, 2 do
     if size > 1 then dga.allgather(dga.zeros(1)) end
     local t0 = runinfo.now()
-    dist:align(model, {tx, ty}, probes, opts)
+    dp:align(model, {tx, ty}, probes, opts)
     rounds[#rounds + 1] = runinfo.now() - t0
 end
 result{{"kind", "align_round"}, {"config", "small"}, {"threads", 1}, {"ranks", size}, {"k", K},
@@ -102,7 +102,7 @@ local evals = {}
 for _ = 1, 3 do
     if size > 1 then dga.allgather(dga.zeros(1)) end
     local t0 = runinfo.now()
-    dist:eval_seqs(model, held, B)
+    dp:eval_seqs(model, held, B)
     evals[#evals + 1] = runinfo.now() - t0
 end
 result{{"kind", "eval"}, {"config", "small"}, {"threads", 1}, {"ranks", size}, {"seqs", 64},

@@ -11,7 +11,7 @@
  *     usage mistake (a bad option, a script that cannot be opened) and 1 for a runtime error;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
  *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting;
- *   - the REPL's Lua side is scripts/dgalib/repl.lua: help(), pretty-printed results, tab
+ *   - the REPL's Lua side is scripts/repl/repl.lua: help(), pretty-printed results, tab
  *     completion of Lua names, and top-level `local`s that persist (see M.rewrite there).
  *
  * Ctrl-C during a computation uses lua.c's technique: the signal handler only installs a
@@ -309,7 +309,7 @@ static int is_dir(const char *path)
 }
 
 /* The scripts/ directory: $DGALUA_SCRIPTS, else the first ancestor of the executable's real
- * directory holding scripts/dgalib/. Writes it into buf; returns 0 if none was found. */
+ * directory holding scripts/harness/. Writes it into buf; returns 0 if none was found. */
 static int find_scripts_dir(char *buf, size_t size)
 {
     const char *env = getenv("DGALUA_SCRIPTS");
@@ -324,7 +324,7 @@ static int find_scripts_dir(char *buf, size_t size)
         char *slash = strrchr(dir, '/');
         if (!slash) return 0;
         *slash = '\0';                               /* up one level */
-        snprintf(probe, sizeof probe, "%s/scripts/dgalib", dir);
+        snprintf(probe, sizeof probe, "%s/scripts/harness", dir);
         if (is_dir(probe)) {
             snprintf(buf, size, "%s/scripts", dir);
             return 1;
@@ -403,7 +403,7 @@ static void print_version(lua_State *L)
 /* What the REPL carries from one input line to the next. */
 typedef struct {
     lua_State *L;
-    int helper;          /* registry ref of dgalib.repl, or LUA_NOREF when it did not load */
+    int helper;          /* registry ref of repl.repl, or LUA_NOREF when it did not load */
     char *pending;       /* lines of a statement still incomplete, or NULL */
     const char *hist;    /* history file, or NULL */
     int tty;
@@ -561,7 +561,7 @@ static char *next_match(const char *text, int state)
     return state < g_nmatches ? strdup(g_matches[state]) : NULL;
 }
 
-/* Lua names (globals, fields, methods) through dgalib.repl's complete(); inside a string
+/* Lua names (globals, fields, methods) through repl.repl's complete(); inside a string
  * literal, readline's file names as before. */
 static char **complete_lua(const char *text, int start, int end)
 {
@@ -659,7 +659,7 @@ static void repl(lua_State *L)
     repl_state st = {L, LUA_NOREF, NULL, NULL, isatty(STDIN_FILENO), 0};
     /* The helper is optional: without scripts/ on package.path the REPL still works. */
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "dgalib.repl");
+    lua_pushliteral(L, "repl.repl");
     if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
         st.helper = luaL_ref(L, LUA_REGISTRYINDEX);
         if (push_helper(L, st.helper, "install") && lua_pcall(L, 0, 0, 0) != LUA_OK) lua_pop(L, 1);

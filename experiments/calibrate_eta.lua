@@ -11,8 +11,8 @@
 -- final specific loss; ties within 0.01 go to the smaller eta (the weights move less).
 local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 local argparse = require "argparse"
-local runinfo = require "dgalib.runinfo"
-local csvlog = require "dgalib.csvlog"
+local runinfo = require "util.runinfo"
+local csvlog = require "util.csvlog"
 
 local p = argparse("calibrate_eta.lua", "Calibrate DGA's fixed step size (one target, one seed, short runs).")
 p:option("--etas", "Fixed step sizes to try.", "0.3,1,3,10,30")
@@ -69,7 +69,7 @@ local log = csvlog.open(tmp, cols)
 for _, r in ipairs(rows) do log:write(r) end
 log:close()
 os.rename(tmp, a.csv)
-local exp = require "dgalib.experiment"
+local exp = require "harness.experiment"
 exp.print_table(rows, {{"policy", "%s"}, {"eta", "%s"}, {"specific_final", "%.4f"}, {"specific_gap", "%.4f"},
                        {"spikes", "%d"}, {"l1_mean", "%.4f"}, {"eta_mean", "%.3g"}})
 print(string.format("chosen: eta = %s (lowest final specific loss; ties within 0.01 to the smaller eta); "

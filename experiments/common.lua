@@ -4,13 +4,13 @@
 -- loads it with
 --   local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 --
--- The protocol (dgalib/sweep.lua): every (cell, seed) runs in <out>/<cell>/seed-<s> and ends
+-- The protocol (harness/sweep.lua): every (cell, seed) runs in <out>/<cell>/seed-<s> and ends
 -- with a summary.json holding the flat metrics below, so the report (scripts/report.lua)
 -- reads everything from the run directories.
-local exp = require "dgalib.experiment"
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
-local stats = require "dgalib.stats"
+local exp = require "harness.experiment"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
+local stats = require "util.stats"
 
 local C = {}
 
@@ -35,7 +35,7 @@ function C.parser(name, description, out)
     local argparse = require "argparse"
     local p = argparse(name, description)
     exp.add_common_options(p, {out = out})
-    require("dgalib.sweep").add_options(p)
+    require("harness.sweep").add_options(p)
     return p
 end
 
@@ -66,16 +66,16 @@ end
 -- The label of a policy spec (from the defaults or --policy) and the spec the trainer gets.
 function C.label(spec) return spec.label or spec.name end
 
-function C.policy_config(spec) return require("dgalib.sweep").policy_config(spec) end
+function C.policy_config(spec) return require("harness.sweep").policy_config(spec) end
 
--- The policy specs to run: --policy's list when given (dgalib/sweep), else the defaults.
-function C.policies(a, defaults) return require("dgalib.sweep").policies(a, defaults) end
+-- The policy specs to run: --policy's list when given (harness/sweep), else the defaults.
+function C.policies(a, defaults) return require("harness.sweep").policies(a, defaults) end
 
 -- Trains one cell in `dir` from `seed` with the trainer options the sweep gives (topts:
 -- resume from a checkpoint, overwrite a partial run), after the --set overrides; returns its
 -- flat metrics (C.metrics plus `extra`) and the trainer's summary.
 function C.train(cfg, seed, dir, a, topts, extra)
-    local sweep = require "dgalib.sweep"
+    local sweep = require "harness.sweep"
     cfg.run_dir, cfg.seed = dir, seed
     cfg.progress = (a.jobs or 1) <= 1
     sweep.overrides(a, cfg)
@@ -180,7 +180,7 @@ end
 -- the count is said; then splits.check_disjoint must find no held-out sequence in any input.
 -- heldout: {name = int32 [n, L]}; inputs: {name = tensor or texts}. Returns the kept sets.
 function C.check_leaks(heldout, inputs, tok)
-    local splits = require "dgalib.splits"
+    local splits = require "data.splits"
     local kept, dropped = splits.decontaminate{heldout = heldout, inputs = inputs, tok = tok}
     local names = {}
     for name in pairs(dropped) do names[#names + 1] = name end

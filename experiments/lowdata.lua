@@ -2,7 +2,7 @@
 --
 --   dgalua experiments/lowdata.lua [--quick] [--seeds 1,2,3] [--jobs 2] [--targets a,b,c]
 --
--- Data (dgalib/splits, one plan per --data-seed): the target domains are wholly excluded
+-- Data (data/splits, one plan per --data-seed): the target domains are wholly excluded
 -- from the generic pool; the store holds only the "store" documents of the other domains,
 -- clustered into k = 64 domains. Each target's specific training and held-out sets are whole
 -- documents that never share one; the generic held-out set is documents kept out of the
@@ -19,8 +19,8 @@
 -- Output: <out>/<target>/b<E>/<policy>/seed-<s>/ (runs with summary.json), aggregate files, and
 -- figures in <out>/plots (scripts/report.lua).
 local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
-local exp = require "dgalib.experiment"
-local data = require "dgalib.data"
+local exp = require "harness.experiment"
+local data = require "data.corpus"
 
 -- The fixed DGA step size, calibrated once by experiments/calibrate_eta.lua (target
 -- us_legislation, seed 1, lowdata's quick model with beta = 1; docs/calibrate_eta.csv). Final
@@ -67,7 +67,7 @@ local corpus = data.require_corpus(a.corpus)
 local D
 local function setup()
     if D then return D end
-    local splits = require "dgalib.splits"
+    local splits = require "data.splits"
     local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = targets,
                              specific_heldout_docs = a.quick and 8 or 20, basis_docs = 0,
                              generic_heldout_docs = a.quick and 4 or 8,
@@ -137,7 +137,7 @@ end
 -- The data before the sweep: its children then find the store cached (and the leakage
 -- check has passed before any training).
 setup()
-local sweep = require "dgalib.sweep"
+local sweep = require "harness.sweep"
 sweep.run{
     name = "lowdata", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)

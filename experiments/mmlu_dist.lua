@@ -19,9 +19,9 @@
 -- Output: runs with summary.json, table.md, notes.md, figures (the Pareto figure of mean basis
 -- loss against MMLU_b loss, weights over time).
 local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
-local exp = require "dgalib.experiment"
-local data = require "dgalib.data"
-local args = require "dgalib.args"
+local exp = require "harness.experiment"
+local data = require "data.corpus"
+local args = require "cli.args"
 
 -- The fixed step size: eta = 3, calibrated by experiments/calibrate_eta.lua on lowdata's quick
 -- model (docs/calibrate_eta.csv; the sweep's result is in lowdata.lua). Distribution
@@ -76,7 +76,7 @@ end
 local D
 local function setup()
     if D then return D end
-    local splits = require "dgalib.splits"
+    local splits = require "data.splits"
     local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {},
                              specific_heldout_docs = 0, basis_docs = preset.basis_docs,
                              basis_heldout_docs = a.quick and 3 or 6, generic_heldout_docs = 2,
@@ -202,7 +202,7 @@ end
 -- The data before the sweep: its children then find the store cached (and the leakage
 -- check has passed before any training).
 setup()
-local sweep = require "dgalib.sweep"
+local sweep = require "harness.sweep"
 sweep.run{
     name = "mmlu_dist", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)
@@ -224,7 +224,7 @@ sweep.run{
         m.accuracy_top_letter_share = 100 * top_letter_share(score)
         m.k = d.store:k(cell.level)
         -- the scores as lm-evaluation-harness reports them: per subject and category, with stderr
-        local R = require "dgalib.mmlu_results"
+        local R = require "harness.mmlu_results"
         R.write(dir .. "/mmlu_results.json",
                 R.document({[0] = R.summarize(score.by_subject)},
                            {run = cell.id, seed = seed, split = "MMLU_b", questions = #d.q_score}))

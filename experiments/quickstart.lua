@@ -9,8 +9,8 @@
 -- Policies: uniform, and DGA + EMA with the fixed eta (ETA, from experiments/calibrate_eta.lua)
 -- and the adaptive one. The table: specific and generic held-out losses, mean over seeds.
 local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
-local exp = require "dgalib.experiment"
-local data = require "dgalib.data"
+local exp = require "harness.experiment"
+local data = require "data.corpus"
 
 -- eta = 3: calibrated by experiments/calibrate_eta.lua (docs/calibrate_eta.csv; see lowdata.lua).
 local ETA = 3
@@ -36,7 +36,7 @@ local corpus = data.require_corpus(a.corpus)
 local D
 local function setup()
     if D then return D end
-    local splits = require "dgalib.splits"
+    local splits = require "data.splits"
     local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {a.target},
                              specific_heldout_docs = 8, basis_docs = 0, generic_heldout_docs = 3,
                              max_mb = preset.max_mb}
@@ -67,7 +67,7 @@ end
 -- The data before the sweep: its children then find the store cached (and the leakage
 -- check has passed before any training).
 setup()
-local sweep = require "dgalib.sweep"
+local sweep = require "harness.sweep"
 sweep.run{
     name = "quickstart", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)

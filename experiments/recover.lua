@@ -17,8 +17,8 @@
 -- mass on both), <out>/notes.md (the best static mixture against DGA's final weights, written
 -- from the run directories) and figures.
 local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
-local exp = require "dgalib.experiment"
-local data = require "dgalib.data"
+local exp = require "harness.experiment"
+local data = require "data.corpus"
 
 -- The fixed DGA step size: eta = 3, calibrated by experiments/calibrate_eta.lua on lowdata's
 -- quick model (docs/calibrate_eta.csv; the sweep's result is in lowdata.lua). Same depth,
@@ -56,7 +56,7 @@ local corpus = data.require_corpus(a.corpus)
 local D
 local function setup()
     if D then return D end
-    local splits = require "dgalib.splits"
+    local splits = require "data.splits"
     local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {},
                              specific_heldout_docs = 0, basis_docs = 0,
                              generic_heldout_docs = a.quick and 3 or 6, max_mb = preset.max_mb}
@@ -145,7 +145,7 @@ end
 -- The data before the sweep: its children then find the store cached (and the leakage
 -- check has passed before any training).
 setup()
-local sweep = require "dgalib.sweep"
+local sweep = require "harness.sweep"
 sweep.run{
     name = "recover", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)
@@ -177,7 +177,7 @@ if a.cell then return end
 -- The best static mixture (lowest mean final specific loss over seeds) and DGA's distance to
 -- it, from the run directories.
 local report = require "report"
-local stats = require "dgalib.stats"
+local stats = require "util.stats"
 local col = report.collect(a.out)
 -- A cell's final specific loss per seed, and a static cell's weight on the first domain.
 local function finals(c)

@@ -27,7 +27,7 @@
 -- quickstart 0.03 h. Within 2.5 hours by minutes only: the VM's speed varies 20-30% from run to
 -- run. It resumes across sessions (--out results/study keeps the committed records).
 local argparse = require "argparse"
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 
 local p = argparse("study.lua", "Run the whole study (every experiment, every seed) and write the report.")
 p:flag("--quick", "Every experiment's small configuration.")

@@ -3,9 +3,9 @@
 --
 --   dgalua scripts/aggregate.lua runs/lowdata --reference natural --metrics specific_final
 --
--- dgalib/aggregate.lua says what every column means.
+-- harness/aggregate.lua says what every column means.
 local argparse = require "argparse"
-local aggregate = require "dgalib.aggregate"
+local aggregate = require "harness.aggregate"
 
 local p = argparse("aggregate.lua", "Mean, 95% interval, paired differences against a reference "
                    .. "policy, and the reference's seed-to-seed noise, for every cell of a sweep.")

@@ -12,7 +12,7 @@
 -- Prints progress on stderr and a summary with per-domain sizes on stdout. Malformed input
 -- lines are skipped and counted (the first ones named by file and line).
 local argparse = require "argparse"
-local args = require "dgalib.args"
+local args = require "cli.args"
 
 local p = argparse("build_store.lua", "Build a domain store from a corpus directory.")
 p:argument("corpus", "Corpus directory (one subdirectory per source).")
@@ -46,11 +46,11 @@ local levels = {}
 for item in a.levels:gmatch("[^,]+") do levels[#levels + 1] = args.check_int(p, item, "--levels", 1) end
 if #levels == 0 then p:error("--levels: expected a comma-separated list such as 64,64") end
 
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 local embedder = a.embedder
 if embedder:match("^gpt:") then
     -- the core reads a model file and the tokenizer.json beside it, which is the directory's layout
-    local paths = require("dgalib.model_dir").resolve(embedder:sub(5))
+    local paths = require("data.model_dir").resolve(embedder:sub(5))
     embedder = "gpt:" .. paths.model
 end
 local t0 = runinfo.now()
@@ -64,7 +64,7 @@ local _, stats = dga.store_build{
     spherical = not a.euclidean, embedder = embedder, save_embeddings = a.embeddings,
     verbose = not a.quiet,
 }
-require("dgalib.data").warn_skipped(stats)
+require("data.corpus").warn_skipped(stats)
 
 local s = dga.store_open(a.out)
 print(tostring(s))

@@ -1,13 +1,13 @@
 -- Checks a rerun against the runs it repeats: every run the two trees share must be the same
--- bit for bit (dgalib/compare.lua says what "the same" covers), and the ratio of their run
+-- bit for bit (harness/compare.lua says what "the same" covers), and the ratio of their run
 -- times says how much faster or slower the rerun was.
 --
 --   dgalua scripts/compare_runs.lua results/study/lowdata /tmp/rerun/lowdata [--out FILE.md]
 --
 -- Exits non-zero when a shared run differs, naming it and its first difference.
 local argparse = require "argparse"
-local compare = require "dgalib.compare"
-local runinfo = require "dgalib.runinfo"
+local compare = require "harness.compare"
+local runinfo = require "util.runinfo"
 
 local p = argparse("compare_runs.lua", "Whether the runs two trees share are the same, bit for bit, "
                    .. "and their run times.")

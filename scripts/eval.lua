@@ -8,8 +8,8 @@
 -- (natural log) over all predicted tokens, as m:eval computes it. Prints one line:
 --   loss 3.456789 ppl 31.71 windows 12 tokens 1536
 local argparse = require "argparse"
-local args = require "dgalib.args"
-local windows = require "dgalib.windows"
+local args = require "cli.args"
+local windows = require "data.windows"
 
 local parser = argparse("eval.lua", "Mean next-token loss of a checkpoint over a token shard.")
 parser:option("--checkpoint", "Checkpoint directory (from train.lua --save) or .safetensors file."):count(1)
@@ -23,7 +23,7 @@ local opt = parser:parse()
 if opt.threads then dga.set_threads(opt.threads) end
 if not dga.load_checkpoint then error("this dgalua has no dga.load_checkpoint") end
 if not dga.shard_read then error("this dgalua has no dga.shard_read (text bindings missing)") end
-local ck = require("dgalib.model_dir").load(opt.checkpoint)
+local ck = require("data.model_dir").load(opt.checkpoint)
 local model = ck.model
 local cfg = model:config()
 local tokens, info = dga.shard_read(opt.data)

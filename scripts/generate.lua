@@ -10,7 +10,7 @@
 -- smallest set whose probability reaches p (--top-p, nucleus sampling), with a generator
 -- seeded from --seed.
 local argparse = require "argparse"
-local args = require "dgalib.args"
+local args = require "cli.args"
 
 local parser = argparse("generate.lua", "Generate tokens from a checkpoint.")
 parser:option("--checkpoint", "Checkpoint directory (from train.lua --save) or .safetensors file."):count(1)
@@ -32,7 +32,7 @@ if opt.top_p == 0 then args.fail(parser, "--top-p must be above 0 (1 keeps every
 if (opt.top_k > 0 or opt.top_p < 1) and opt.temperature == 0 then
     args.fail(parser, "--top-k and --top-p restrict sampling: give a --temperature above 0")
 end
-local ck, tok = require("dgalib.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
+local ck, tok = require("data.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
 
 local prompt
 if opt.prompt_ids then

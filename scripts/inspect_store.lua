@@ -9,7 +9,7 @@
 -- bytes; words of 3+ bytes); a word scores count_in_domain * ln(D / domains_containing_it)
 -- over the D shown domains, so words every domain uses sink.
 local argparse = require "argparse"
-local args = require "dgalib.args"
+local args = require "cli.args"
 
 local p = argparse("inspect_store.lua", "Inspect a domain store.")
 p:argument("store", "Store directory.")

@@ -9,7 +9,7 @@
 -- centroid at --level (cosine when the store is spherical); the normalised histogram
 -- (float32 [k]) is written to --out as .npy, and the heaviest domains are printed.
 local argparse = require "argparse"
-require "dgalib.args"   -- usage errors exit with status 2
+require "cli.args"   -- usage errors exit with status 2
 
 local p = argparse("is_histogram.lua", "Importance-sampling histogram of texts over store domains.")
 p:option("--store", "Store directory."):count(1)
@@ -38,7 +38,7 @@ if a.lines then
 else
     local stats
     texts, stats = dga.read_texts(a.texts)
-    require("dgalib.data").warn_skipped(stats)
+    require("data.corpus").warn_skipped(stats)
 end
 if #texts == 0 then error(a.texts .. ": no texts found", 0) end
 

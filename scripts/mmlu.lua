@@ -1,5 +1,5 @@
 -- MMLU accuracy of a checkpoint, per subject, per category and overall, written as
--- lm-evaluation-harness-shaped JSON (dgalib/mmlu_results.lua) and printed as a table.
+-- lm-evaluation-harness-shaped JSON (harness/mmlu_results.lua) and printed as a table.
 --
 --   dgalua scripts/mmlu.lua --checkpoint CKPT_DIR_OR_FILE [--shots 0,5] [--subjects a,b] \
 --       [--split test] [--limit N] [--out results.json] [--mmlu DIR] [--tokenizer tok.json]
@@ -10,8 +10,8 @@
 -- checkpoint directory's tokenizer.json (or the one beside a .safetensors file) unless
 -- --tokenizer is given.
 local argparse = require "argparse"
-local args = require "dgalib.args"
-local R = require "dgalib.mmlu_results"
+local args = require "cli.args"
+local R = require "harness.mmlu_results"
 
 local parser = argparse("mmlu.lua", "MMLU accuracy of a checkpoint, per subject and category.")
 parser:option("--checkpoint", "Checkpoint directory (from train.lua --save) or .safetensors file."):count(1)
@@ -40,7 +40,7 @@ for item in opt.shots:gmatch("[^,]+") do
 end
 if #shots == 0 then args.fail(parser, "--shots: expected a comma-separated list such as 0,5") end
 
-local data = require "dgalib.data"
+local data = require "data.corpus"
 local mmlu_dir = data.require_mmlu(opt.mmlu)
 local mm = dga.mmlu_load(mmlu_dir)
 
@@ -67,7 +67,7 @@ for _, q in ipairs(mm:split(opt.split, opt.seed)) do
 end
 if #questions == 0 then error(string.format("%s: no %s questions for the subjects asked", mmlu_dir, opt.split), 0) end
 
-local ck, tok, paths = require("dgalib.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
+local ck, tok, paths = require("data.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
 if not tok then
     error(string.format("%s has no tokenizer.json: give --tokenizer", opt.checkpoint), 0)
 end

@@ -11,8 +11,8 @@
 -- The .gp scripts stay next to the figures so a figure can be restyled by hand.
 -- As a module (require "plot"): plot.loss_figure(runs, out, opts), plot.weights_figure(run,
 -- out, opts), plot.read_run(dir), plot.run_gnuplot(script_path).
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
 
 local M = {}
 
@@ -327,7 +327,7 @@ end
 
 local function main(args)
     local argparse = require "argparse"
-    require "dgalib.args"   -- usage errors exit with status 2
+    require "cli.args"   -- usage errors exit with status 2
     local p = argparse("plot.lua", "Draw loss curves and mixture-weight evolutions of runs with gnuplot.")
     p:argument("runs", "Run directories (each holding metrics.csv, weights.csv).")
         :args("+")

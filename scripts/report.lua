@@ -3,9 +3,9 @@
 --   dgalua scripts/report.lua [--study runs/study] [--docs docs] [--no-plot]
 --
 -- reads <study>/{lowdata,mmlu_dist,recover,quickstart}/**/summary.json (written by
--- dgalib/sweep for every (cell, seed)), and writes <docs>/results.md with, per experiment:
+-- harness/sweep for every (cell, seed)), and writes <docs>/results.md with, per experiment:
 --   a table per group of cells: every metric as mean and 95% Student-t interval over seeds
---   (dgalib.stats), the paired difference to the group's reference policy over the common
+--   (util.stats), the paired difference to the group's reference policy over the common
 --   seeds with its interval, and the noise floor beside it: the reference's own seed-to-seed
 --   sd and the mean |ref(s_i) - ref(s_j)| over seed pairs;
 --   the paper's findings as claims, each with the verdict its interval gives: "supported"
@@ -15,16 +15,16 @@
 -- As a module (require "report"): report.collect(dir), report.experiment(name, out, opts)
 -- (the experiments call it at the end: table, CSV and figures of one experiment),
 -- report.results(study_dir, docs_dir, opts).
-local runinfo = require "dgalib.runinfo"
-local csvlog = require "dgalib.csvlog"
+local runinfo = require "util.runinfo"
+local csvlog = require "util.csvlog"
 local lfs = require "lfs"
 
 local M = {}
 
-local function stats() return require "dgalib.stats" end
+local function stats() return require "util.stats" end
 
 local function read_json(path)
-    local ok, json = pcall(require, "dgalib.json")
+    local ok, json = pcall(require, "util.json")
     if ok then return json.read_file(path) end
     local dk = require "dkjson"
     local text = runinfo.read_file(path)

@@ -1,5 +1,5 @@
 -- The whole study made again, checked against the committed one: for every experiment, whether
--- the runs both trees hold are the same bit for bit (dgalib/compare.lua says what "the same"
+-- the runs both trees hold are the same bit for bit (harness/compare.lua says what "the same"
 -- covers), how much faster or slower each run was, and how long the study command took.
 --
 --   dgalua experiments/study.lua --out /tmp/again --docs /tmp/again/docs 2> /tmp/again.log
@@ -10,8 +10,8 @@
 -- and wall time (setup and store builds included) and the whole command's time. Without it
 -- only the runs' own times are reported. Exits non-zero when a run differs or none is shared.
 local argparse = require "argparse"
-local compare = require "dgalib.compare"
-local runinfo = require "dgalib.runinfo"
+local compare = require "harness.compare"
+local runinfo = require "util.runinfo"
 local report = require "report"
 
 local M = {}

@@ -6,10 +6,10 @@
 -- fields; experiments/configs/example.lua is a small one), or a function(args) returning
 -- one (args: the parsed options). The run goes through require("trainer").run. The run
 -- directory is --out, else the config's run_dir, else runs/<config file name>.
--- --set applies dgalib.overrides to the table (unknown keys and wrong types are errors).
+-- --set applies cli.overrides to the table (unknown keys and wrong types are errors).
 local argparse = require "argparse"
-local overrides = require "dgalib.overrides"
-local args = require "dgalib.args"
+local overrides = require "cli.overrides"
+local args = require "cli.args"
 
 local p = argparse("run.lua", "Train one configuration given as a Lua file.")
 p:argument("config", "A Lua file returning a trainer configuration table.")
@@ -49,7 +49,7 @@ if a.resume and not trainer.latest_checkpoint(cfg.run_dir) then
 end
 local s = trainer.run(cfg, topts)
 -- Under mpirun the ranks of a data-parallel run hold the same summary: rank 0 prints it.
-if require("trainer.dist").new(cfg).rank ~= 0 then return end
+if require("trainer.data_parallel").new(cfg).rank ~= 0 then return end
 print(string.format("%s: step %d, specific loss %s, generic loss %s  (%s)", s.name or cfg.name,
                     s.step or -1,
                     s.specific_loss and string.format("%.4f", s.specific_loss) or "-",

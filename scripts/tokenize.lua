@@ -7,7 +7,7 @@
 -- tokens when the vocabulary fits (<= 65536), uint32 otherwise. Progress on stderr, a summary
 -- on stdout.
 local argparse = require "argparse"
-require "dgalib.args"   -- usage errors exit with status 2
+require "cli.args"   -- usage errors exit with status 2
 
 local p = argparse("tokenize.lua", "Encode a corpus into a token shard (llm.c format).")
 p:option("--corpus", "Corpus directory or a .jsonl / .txt file."):count(1)
@@ -37,7 +37,7 @@ local ids, st = tok:encode_corpus(a.corpus, {
     end or nil,
 })
 local secs = os.clock() - c0
-require("dgalib.data").warn_skipped(st)
+require("data.corpus").warn_skipped(st)
 -- An empty shard would only fail later, in whatever trains on it.
 if st.docs == 0 and max_docs ~= 0 then
     local why

@@ -10,17 +10,17 @@
 -- stderr. Same seed, same data, same thread count: the same losses, bit for bit.
 --
 -- --save DIR writes a checkpoint directory in Hugging Face's layout (model.safetensors,
--- config.json, tokenizer.json: see dgalib/model_dir.lua); a --save path ending in
+-- config.json, tokenizer.json: see data/model_dir.lua); a --save path ending in
 -- .safetensors writes that one file instead. --checkpoint-every N also saves every N steps,
 -- and --resume continues from the saved step exactly as if the run had not stopped (the
 -- optimizer moments and the window generator are in the checkpoint). A directory that
 -- already holds a checkpoint is only overwritten with --overwrite.
 local argparse = require "argparse"
-local args = require "dgalib.args"
-local model_dir = require "dgalib.model_dir"
-local progress = require "dgalib.progress"
-local schedule = require "dgalib.schedule"
-local windows = require "dgalib.windows"
+local args = require "cli.args"
+local model_dir = require "data.model_dir"
+local progress = require "cli.progress"
+local schedule = require "trainer.schedule"
+local windows = require "data.windows"
 
 local parser = argparse("train.lua", "Train a GPT on an llm.c token shard.")
 parser:option("--data", "Token shard (llm.c format, from dga.shard_write)."):count(1)
@@ -74,7 +74,7 @@ end
 if opt.save and not save_dir then
     -- fail now, not after the training, when the checkpoint cannot be written there
     local dir = opt.save:match("^(.*)/[^/]*$") or "."
-    if dir ~= "" and not require("dgalib.runinfo").is_dir(dir) then
+    if dir ~= "" and not require("util.runinfo").is_dir(dir) then
         args.fail(parser, string.format("--save %s: directory %s does not exist", opt.save, dir))
     end
 end
@@ -152,7 +152,7 @@ end
 local log
 if opt.log then
     local header = "step,loss,grad_norm,lr" .. (opt.val and ",val_loss" or "")
-    local old = opt.resume and require("dgalib.runinfo").read_file(opt.log)
+    local old = opt.resume and require("util.runinfo").read_file(opt.log)
     if old then
         -- keep the rows up to the checkpoint's step; a torn last line has no newline
         local kept = {}

@@ -8,7 +8,7 @@
 -- one domain. Skipped lines (bad JSON, no "text", invalid UTF-8) are reported on stderr.
 -- Progress goes to stderr; a summary (vocabulary, bytes per token on the sample) to stdout.
 local argparse = require "argparse"
-require "dgalib.args"   -- usage errors exit with status 2
+require "cli.args"   -- usage errors exit with status 2
 
 local p = argparse("train_tokenizer.lua", "Train a byte-level BPE tokenizer (Hugging Face tokenizer.json).")
 p:option("--corpus", "Corpus directory (one subdirectory per domain), or a .jsonl / .txt file."):count(1)
@@ -66,7 +66,7 @@ for _, dir in ipairs(domains) do
     total = total + got
     log("sampled %-40s %6d docs %8.2f MB", dir, docs, got / 1e6)
 end
-require("dgalib.data").warn_skipped{skipped = skipped, messages = messages}
+require("data.corpus").warn_skipped{skipped = skipped, messages = messages}
 if total == 0 then
     io.stderr:write("error: no text found under " .. a.corpus .. "\n")
     os.exit(1)

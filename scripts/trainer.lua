@@ -87,7 +87,7 @@ M.rows_to_io = sources.rows_to_io
 M.eval_seqs = sources.eval_seqs
 
 local function main(args)
-    require "dgalib.args"   -- argparse errors exit with status 2, like every tool
+    require "cli.args"   -- argparse errors exit with status 2, like every tool
     local argparse = require "argparse"
     local p = argparse("trainer.lua", "Continue a training run from its last checkpoint.")
     p:option("--resume", "The run directory (config.lua, data/, ckpt-*.safetensors, latest).")

@@ -11,7 +11,7 @@
 -- The specific (target) set comes from the "count" generator, so DGA should move weight to
 -- domain 1. To train on real text instead, replace `domains` with a store built by
 -- scripts/build_store.lua:  store = {dir = "runs/store", level = 1}, and build the specific
--- set with the store's tokenizer (dgalib.experiment.text_seqs).
+-- set with the store's tokenizer (harness.experiment.text_seqs).
 local L = 17
 
 local function seqs(rng, n, kind)

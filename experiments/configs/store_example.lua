@@ -10,8 +10,8 @@
 -- may return a function, as here, when building the data takes code: scripts/run.lua calls
 -- it with the parsed options.
 return function()
-    local data = require "dgalib.data"
-    local exp = require "dgalib.experiment"
+    local data = require "data.corpus"
+    local exp = require "harness.experiment"
     local target = "us_legislation"
     local corpus = data.require_corpus()
     local store_dir = exp.store{corpus = corpus, exclude = {target}, levels = {16}, seq_len = 65,

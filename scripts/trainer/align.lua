@@ -28,9 +28,9 @@ end
 -- The alignment of each of K components with the target batch {inputs, targets}, at the
 -- model's current parameters. probes[j] is component j's batch, or false when it has no data
 -- (its alignment, loss and norm are 0); `dot` keeps the raw inner products. `ac` is the
--- trainer's align config; lr the current learning rate; dist (trainer/dist.lua, optional)
+-- trainer's align config; lr the current learning rate; dp (trainer/data_parallel.lua, optional)
 -- splits the probes over the ranks. Clobbers the model's gradients.
-function M.round(model, target, probes, K, ac, lr, dist)
+function M.round(model, target, probes, K, ac, lr, dp)
     local present, map = {}, {}
     for j = 1, K do
         if probes[j] then
@@ -39,7 +39,7 @@ function M.round(model, target, probes, K, ac, lr, dist)
         end
     end
     local opts = {method = ac.method, fd_eps = ac.fd_eps}
-    local r = dist and dist:align(model, target, present, opts)
+    local r = dp and dp:align(model, target, present, opts)
               or dga.align(model, target[1], target[2], present, opts)
     model:zero_grad()
     r = M.normalize(r, ac.normalize, ac.lr_scale and lr or nil)

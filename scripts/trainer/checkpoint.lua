@@ -20,7 +20,7 @@
 --   user_number.elapsed       float: seconds of training before this save
 --   user_number.history       integer: the number of extra.history.<i> tensors
 --   user_number.ranks         integer: the ranks of the data-parallel run that wrote it (the
---                             state is the same whatever the rank count: trainer/dist.lua)
+--                             state is the same whatever the rank count: trainer/data_parallel.lua)
 --   user.policy.<key>         a plain value of the policy's state, type-tagged as a string:
 --                             "i:<integer>", "f:<%a float>", "b:true|false", "s:<string>",
 --                             so a restore gives back the same Lua value

@@ -23,7 +23,7 @@ M.defaults = {
     policy = {name = "uniform"},
     align = {normalize = "none", method = "exact", lr_scale = false, fd_eps = 1e-3},
     progress = true,
-    data_parallel = true,     -- under mpirun: train one model over the ranks (trainer/dist.lua)
+    data_parallel = true,     -- under mpirun: train one model over the ranks (trainer/data_parallel.lua)
     check_replicas = false,   -- compare the ranks' parameters at every metrics row
     overlap_allreduce = true, -- sum each block's gradient over the ranks as backward ends it
 }
@@ -82,9 +82,9 @@ function M.prepare(cfg, level)
     return cfg
 end
 
--- The learning rate at a step (dgalib.schedule, the shared implementation).
+-- The learning rate at a step (trainer.schedule, the shared implementation).
 function M.lr_schedule(cfg)
-    local schedule = require "dgalib.schedule"
+    local schedule = require "trainer.schedule"
     local s = cfg.schedule
     return schedule.make{
         kind = s.kind, lr = cfg.optimizer.lr, warmup = s.warmup or 0,

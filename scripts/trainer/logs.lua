@@ -2,8 +2,8 @@
 -- metrics.csv, weights.csv, alignments.csv, epochs.csv, and the rewritten-whole domains.csv
 -- and appended events.log. Rows are appended and flushed one at a time; a resume first cuts
 -- every log back to the checkpoint's step (truncate_to).
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
 
 local M = {}
 

@@ -4,7 +4,7 @@
 -- and runs forward / backward / clip / AdamW with the scheduled lr. Every T_r steps the
 -- policy updates the weights (it may call ctx:align()); every eval_every steps the held-out
 -- sets are evaluated and a metrics row is written; checkpoints are taken at metrics rows.
--- Under mpirun the ranks train one model data-parallel (trainer/dist.lua): each computes
+-- Under mpirun the ranks train one model data-parallel (trainer/data_parallel.lua): each computes
 -- its rows of the global batch and its share of an alignment round's probes, and only rank 0
 -- writes (the run directory, logs, checkpoints, progress). The held-out sets are evaluated
 -- in whole batches split over the ranks, with the one-rank values.
@@ -16,10 +16,10 @@ local logs = require "trainer.logs"
 local checkpoint = require "trainer.checkpoint"
 local rundir = require "trainer.rundir"
 local losses = require "trainer.losses"
-local dist_of = require "trainer.dist"
-local runinfo = require "dgalib.runinfo"
-local stats = require "dgalib.stats"
-local csvlog = require "dgalib.csvlog"
+local data_parallel = require "trainer.data_parallel"
+local runinfo = require "util.runinfo"
+local stats = require "util.stats"
+local csvlog = require "util.csvlog"
 
 local M = {}
 
@@ -37,16 +37,16 @@ function M.new(cfg, opts)
     cfg = config.prepare(cfg, 2)
     if cfg.threads and dga.set_threads then dga.set_threads(cfg.threads) end
 
-    local dist = dist_of.new(cfg)
-    dist:check_batch(cfg.batch, cfg.name)
-    if dist.rank ~= 0 then
+    local dp = data_parallel.new(cfg)
+    dp:check_batch(cfg.batch, cfg.name)
+    if dp.rank ~= 0 then
         local o = {}
         for key, v in pairs(opts) do o[key] = v end
         o.quiet = true
         opts = o
     end
-    local self = setmetatable({cfg = cfg, opts = opts, hooks = opts.hooks or {}, dist = dist,
-                               writer = dist.rank == 0}, Run)
+    local self = setmetatable({cfg = cfg, opts = opts, hooks = opts.hooks or {}, dp = dp,
+                               writer = dp.rank == 0}, Run)
     self.dir = cfg.run_dir
     if self.writer then runinfo.mkdir_p(self.dir) end
     if cfg.store and cfg.store.dir and cfg.store.dir:sub(1, 1) ~= "/" then
@@ -134,7 +134,7 @@ function Run:align_round(o)
     end
     local probes = self.policy.probes and self.policy:probes(ctx) or ctx:probes()
     self.last_align = align.round(self.model, target, probes, self.K, self.cfg.align, ctx.lr,
-                                  self.dist.size > 1 and self.dist or nil)
+                                  self.dp.size > 1 and self.dp or nil)
     return self.last_align
 end
 
@@ -154,7 +154,7 @@ function Run:evaluate(announce)
     local out = {basis = {}}
     for i, set in ipairs(sets) do
         local key, seqs = set[1], set[2]
-        local loss = self.dist:eval_seqs(self.model, seqs, b)
+        local loss = self.dp:eval_seqs(self.model, seqs, b)
         if type(key) == "number" then out.basis[key] = loss else out[key] = loss end
         if say then
             local what = type(key) == "number" and ("basis " .. key .. " (" .. self.data.basis[key].name .. ")")
@@ -188,7 +188,7 @@ function Run:save_checkpoint(step)
         elapsed = self:elapsed(), model = self.model, optimizer = self.opt,
         weights = self.weights, policy = self.policy, history = self.ctx.history,
         sampler = self.sampler, rng = self.rng, train_losses = self.train_losses,
-        ranks = self.dist.size})
+        ranks = self.dp.size})
     if self.hooks.before_pointer then self.hooks.before_pointer(step, self) end
     rundir.commit(self.dir, name)
 end
@@ -202,15 +202,15 @@ function Run:load_checkpoint(path)
     self.sampler:set_state(ck.sampler)
     self.rng:set_state(ck.rng)
     self.elapsed_before = ck.elapsed
-    -- The state does not depend on the rank count (trainer/dist.lua), so a run may resume on
+    -- The state does not depend on the rank count (trainer/data_parallel.lua), so a run may resume on
     -- a different one; only the reduction order, and so the last bits of the losses, change.
     -- Said even with quiet (which silences progress, not this): by rank 0 only.
-    if ck.ranks ~= self.dist.size and self.writer then
+    if ck.ranks ~= self.dp.size and self.writer then
         io.stderr:write(string.format("%s: %s was written by %d rank%s, resuming on %d: the state does "
                                       .. "not depend on the rank count, but the losses may differ in "
                                       .. "the last bits from a run that never stopped\n",
                                       self.cfg.name, path, ck.ranks, ck.ranks == 1 and "" or "s",
-                                      self.dist.size))
+                                      self.dp.size))
     end
     return ck.step
 end
@@ -223,7 +223,7 @@ function Run:start_fresh()
                              .. "(opts.resume, scripts/trainer.lua --resume) or set opts.overwrite "
                              .. "(--overwrite) to replace it", self.dir)
     end
-    self.dist:agree_error(held)
+    self.dp:agree_error(held)
     if self.writer then
         rundir.remove_tmp(self.dir)
         rundir.clear_checkpoints(self.dir)
@@ -244,10 +244,10 @@ end
 function Run:start_resume()
     -- Rank 0 chooses the checkpoint; the others read the same file (a shared file system).
     local path = self.writer and rundir.latest_checkpoint(self.dir) or nil
-    if self.dist.size > 1 then
-        self.dist:agree_error(self.writer and not path and ("resume: no complete checkpoint in " .. self.dir)
+    if self.dp.size > 1 then
+        self.dp:agree_error(self.writer and not path and ("resume: no complete checkpoint in " .. self.dir)
                               or nil)
-        path = self.dist:from_root(path)
+        path = self.dp:from_root(path)
     end
     if not path then error("resume: no complete checkpoint in " .. self.dir, 3) end
     if self.writer then rundir.remove_tmp(self.dir) end
@@ -285,7 +285,7 @@ function Run:write_metrics(step, tokens, lr, train_loss, grad_norm, ev)
 end
 
 local function progress_line(cfg, total)
-    local progress = require "dgalib.progress"
+    local progress = require "cli.progress"
     return progress.new{total = total, label = cfg.name,
                         every = cfg.progress_every or math.max(1, total // 100)}
 end
@@ -310,8 +310,8 @@ function Run:train()
     local sum_loss, sum_norm, n_acc = 0, 0, 0
     local last = {}
     local model, opt, sampler = self.model, self.opt, self.sampler
-    local dist = self.dist
-    local first, rows = dist:rows(cfg.batch)
+    local dp = self.dp
+    local first, rows = dp:rows(cfg.batch)
     for step = start + 1, cfg.steps do
         local lr = self.lr_at(step)
         local ok, domains, indices = pcall(sampler.draw, sampler, cfg.batch)
@@ -320,7 +320,7 @@ function Run:train()
             error(string.format("%s: step %d: %s", cfg.name, step, tostring(domains)), 0)
         end
         if cfg.epoch_cap and cfg.epoch_cap > 0 then self:report_capped(step) end
-        if dist.size == 1 then
+        if dp.size == 1 then
             local inputs, targets = self.src.gather(domains, indices)
             model:zero_grad()
             loss = model:forward(inputs, targets)
@@ -331,7 +331,7 @@ function Run:train()
             model:zero_grad()
             model:forward(inputs, targets)
             local seq
-            loss, seq = dist:backward_step(model, rows, cfg.batch)
+            loss, seq = dp:backward_step(model, rows, cfg.batch)
             self.train_losses:add(domains, seq)
         end
         local norm = self.clip and self.clip > 0 and model:clip_grad(self.clip) or model:grad_norm()
@@ -352,7 +352,7 @@ function Run:train()
             self.logs:epoch_rows(step, sampler, self.src.k, cfg.sparse_k)
             last.eval = ev
             sum_loss, sum_norm, n_acc = 0, 0, 0
-            dist:check_replicas(model, step, self.weights)
+            dp:check_replicas(model, step, self.weights)
             local ce = cfg.checkpoint_every
             stop = self.opts.stop_at == step
             if step == cfg.steps or stop or (ce > 0 and step % ce == 0) then

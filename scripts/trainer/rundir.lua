@@ -6,7 +6,7 @@
 -- tmp + fsync + rename), then replaces "latest" atomically (commit), then removes the older
 -- checkpoints. A resume reads "latest", or the newest complete checkpoint when the pointer is
 -- missing; *.tmp.* files (saves interrupted by a crash) never match.
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 local sources = require "trainer.sources"
 
 local M = {}

@@ -54,10 +54,10 @@ describe("dgalua", function()
 
         it("runs -e and -l before the script, in order, and honours --", function()
             write(tmp("order.lua"), "print(x, type(sched.make), arg[-1], arg[-2], arg[-3], arg[1])\n")
-            local code, out, err = dgalua("-e 'x = 7' -l sched=dgalib.schedule -- " ..
+            local code, out, err = dgalua("-e 'x = 7' -l sched=trainer.schedule -- " ..
                                           shell_quote(tmp("order.lua")) .. " -v")
             assert.are.equal(0, code, err)
-            assert.are.equal("7\tfunction\t--\tsched=dgalib.schedule\t-l\t-v\n", out)
+            assert.are.equal("7\tfunction\t--\tsched=trainer.schedule\t-l\t-v\n", out)
         end)
 
         it("runs a statement piped into stdin, and '-'", function()
@@ -216,13 +216,13 @@ describe("dgalua", function()
 
         it("finds scripts/ from any directory, and DGALUA_SCRIPTS overrides it", function()
             local code, out = run("cd / && " .. shell_quote(DGALUA) ..
-                                  " -e 'print(type(require(\"dgalib.schedule\").make))'")
+                                  " -e 'print(type(require(\"trainer.schedule\").make))'")
             assert.are.equal(0, code)
             assert.are.equal("function\n", out)
-            os.execute("mkdir -p " .. shell_quote(tmp("alt/dgalib")))
-            write(tmp("alt/dgalib/marker.lua"), "return 'alt scripts'\n")
+            os.execute("mkdir -p " .. shell_quote(tmp("alt/harness")))
+            write(tmp("alt/harness/marker.lua"), "return 'alt scripts'\n")
             code, out = run("cd / && DGALUA_SCRIPTS=" .. shell_quote(tmp("alt")) .. " " ..
-                            shell_quote(DGALUA) .. " -e 'print((require(\"dgalib.marker\")))'")
+                            shell_quote(DGALUA) .. " -e 'print((require(\"harness.marker\")))'")
             assert.are.equal(0, code)
             assert.are.equal("alt scripts\n", out)
         end)
@@ -342,7 +342,7 @@ describe("dgalua", function()
             local texts = dga.read_texts(corpus)
             local tok = dga.tokenizer_train(texts, {vocab = 300})
             local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 32, vocab = tok:vocab_size(), batch = 2}
-            require("dgalib.model_dir").save(tmp("embedder"), {model = m, tokenizer = tok})
+            require("data.model_dir").save(tmp("embedder"), {model = m, tokenizer = tok})
             local code, out, err = dgalua(shell_quote(ROOT .. "/scripts/build_store.lua") .. " " .. shell_quote(corpus) ..
                                           " --out " .. shell_quote(tmp("gptstore")) .. " --levels 2 --seq-len 33" ..
                                           " --tokenizer " .. shell_quote(tmp("embedder/tokenizer.json")) ..
@@ -559,11 +559,11 @@ describe("dgalua", function()
     end)
 end)
 
-describe("dgalib helpers", function()
-    local schedule = require "dgalib.schedule"
-    local progress = require "dgalib.progress"
-    local windows = require "dgalib.windows"
-    local args = require "dgalib.args"
+describe("script helpers", function()
+    local schedule = require "trainer.schedule"
+    local progress = require "cli.progress"
+    local windows = require "data.windows"
+    local args = require "cli.args"
 
     local function near(a, b) return math.abs(a - b) <= 1e-12 * math.max(1, math.abs(b)) end
 

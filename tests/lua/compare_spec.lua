@@ -1,8 +1,8 @@
--- dgalib.compare and scripts/compare_runs.lua: runs the same but for their wall times count as
+-- harness.compare and scripts/compare_runs.lua: runs the same but for their wall times count as
 -- the same; a changed value, row or metric is named; runs in one tree only are counted.
 local h = require "tests.lua.helpers"
-local compare = require "dgalib.compare"
-local json = require "dgalib.json"
+local compare = require "harness.compare"
+local json = require "util.json"
 
 local base
 teardown(function() h.rm(base) end)

@@ -1,6 +1,6 @@
--- The CSV reader of the run logs (dgalib.csvlog) is total: every input parses or fails with
+-- The CSV reader of the run logs (util.csvlog) is total: every input parses or fails with
 -- "<file>:<line>: <what>", and what it parses the writer writes back the same.
-local csvlog = require "dgalib.csvlog"
+local csvlog = require "util.csvlog"
 local h = require "tests.lua.helpers"
 
 -- Runs fn(...) under a VM instruction budget, so a scanner that stops advancing fails the

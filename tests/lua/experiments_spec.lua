@@ -114,7 +114,7 @@ end)
 
 describe("report", function()
     local report = require "report"
-    local json = require "dgalib.json"
+    local json = require "util.json"
 
     local function put(dir, cell, seed, metrics)
         local d = string.format("%s/%s/seed-%d", dir, cell, seed)
@@ -262,7 +262,7 @@ describe("experiments --quick", function()
         local within, total = 0, 0
         local f = io.popen("find " .. h.shell_quote(out) .. " -name summary.json")
         for path in f:lines() do
-            local acc = require("dgalib.json").decode(h.read(path)).metrics.accuracy
+            local acc = require("util.json").decode(h.read(path)).metrics.accuracy
             total = total + 1
             if math.abs(acc - 25) <= half then within = within + 1 end
         end
@@ -275,7 +275,7 @@ describe("experiments --quick", function()
         assert.are.equal(15, tonumber(p:read("a")))
         p:close()
         local any = io.popen("find " .. h.shell_quote(out) .. " -name mmlu_results.json | head -1"):read("l")
-        local doc = require("dgalib.json").decode(h.read(any))
+        local doc = require("util.json").decode(h.read(any))
         assert.is_number(doc.results.mmlu["acc,none"])
         assert.is_number(doc.results.mmlu_stem["acc,none"])
     end)

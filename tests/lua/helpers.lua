@@ -103,7 +103,7 @@ end
 
 -- The rows of a CSV as text with the `seconds` column (the only wall-clock value) removed.
 function M.rows_without_seconds(path)
-    local header, rows, index = require("dgalib.csvlog").read(path)
+    local header, rows, index = require("util.csvlog").read(path)
     assert.is_not_nil(header, path)
     local out = {}
     for r, row in ipairs(rows) do

@@ -5,8 +5,8 @@ package.path = here .. "/?.lua;" .. package.path
 local dga = dga or require "dga"
 local trainer = require "trainer"
 local losses = require "trainer.losses"
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
 local fixture = require "trainer_fixture"
 
 local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end

@@ -1,9 +1,9 @@
--- scripts/mmlu.lua and dgalib/mmlu_results.lua: the harness's standard error, the subject ->
+-- scripts/mmlu.lua and harness/mmlu_results.lua: the harness's standard error, the subject ->
 -- category table, the aggregation, the JSON document, and the tool end to end on a tiny
 -- checkpoint directory (MMLU from DGA_SHARED_DATA; pending without it).
 local dga = require "dga"
 local h = require "tests.lua.helpers"
-local R = require "dgalib.mmlu_results"
+local R = require "harness.mmlu_results"
 
 local shell_quote, read, contains = h.shell_quote, h.read, h.contains
 local DGALUA = h.DGALUA
@@ -96,7 +96,7 @@ describe("mmlu.lua", function()
         -- a tiny model and a byte-level tokenizer (every MMLU text encodes)
         local tok = dga.tokenizer_train({"the answer is A B C D"}, {vocab = 260})
         local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 64, vocab = tok:vocab_size(), batch = 4, seed = 1}
-        require("dgalib.model_dir").save(tmp("ck"), {model = m, tokenizer = tok})
+        require("data.model_dir").save(tmp("ck"), {model = m, tokenizer = tok})
         local tool = shell_quote(ROOT .. "/scripts/mmlu.lua")
         local code, out, err = dgalua(tool .. " --checkpoint " .. shell_quote(tmp("ck")) .. " --mmlu " ..
                                       shell_quote(mmlu_dir) .. " --subjects anatomy,philosophy --limit 6" ..

@@ -389,7 +389,7 @@ describe("dga.adamw", function()
 end)
 
 describe("training determinism", function()
-    local windows = require "dgalib.windows"
+    local windows = require "data.windows"
 
     local function run(seed)
         local tokens = dga.zeros(400, "int32")

@@ -1,4 +1,4 @@
--- Data-parallel training and distributed alignment rounds (scripts/trainer/dist.lua) on two
+-- Data-parallel training and distributed alignment rounds (scripts/trainer/data_parallel.lua) on two
 -- ranks, against the same runs on one rank. Needs mpirun and the MPI build beside $DGALUA
 -- (<build>/mpi/dgalua, which `make test` builds where mpicc exists); pending otherwise.
 -- Every process runs with one thread, and every mpirun under `timeout`, so a hang fails.
@@ -8,7 +8,7 @@
 -- model the training losses stay within 1e-4 of each other (they differ around 1e-6).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
 local h = require "tests.lua.helpers"
-local csvlog = require "dgalib.csvlog"
+local csvlog = require "util.csvlog"
 
 local TOL = 1e-4
 local TIMEOUT = "timeout -k 5 180 "
@@ -109,7 +109,7 @@ print(rank, s.model:checksum(), string.format("%%a", s.specific_loss))
 
     it("splits a held-out evaluation over the ranks and gets one rank's value, bit for bit", function()
         local code, out, err = run("two", [[
-local dist = require("trainer.dist").new({})
+local dp = require("trainer.data_parallel").new({})
 local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 3, seed = 5}
 local evaluated, row_losses = 0, dga.eval_row_losses
 dga.eval_row_losses = function(model, seqs, b)   -- counts this rank's rows
@@ -123,15 +123,15 @@ for _, n in ipairs{7, 2, 1} do   -- 3, 1 and 1 batches of 3: both ranks, one, on
     for t = 1, 9 do rows[i][t] = (i * 5 + t * t * 3) % 32 end
   end
   local seqs = dga.tensor(rows, "int32")
-  print("eval", rank, n, string.format("%a", dist:eval_seqs(m, seqs, 3)),
+  print("eval", rank, n, string.format("%a", dp:eval_seqs(m, seqs, 3)),
         string.format("%a", dga.eval_loss_seqs(m, seqs, 3)))
 end
-print("rows", rank, dist.size, evaluated)
+print("rows", rank, dp.size, evaluated)
 -- a bad token id in rank 1's rows: both ranks raise rank 1's message
 local bad = {}
 for i = 1, 7 do bad[i] = {} for t = 1, 9 do bad[i][t] = (i + t) % 32 end end
 bad[6][4] = 99
-local ok, e = pcall(dist.eval_seqs, dist, m, dga.tensor(bad, "int32"), 3)
+local ok, e = pcall(dp.eval_seqs, dp, m, dga.tensor(bad, "int32"), 3)
 print("error", rank, tostring(ok), e)
 ]])
         assert.are.equal(0, code, err)
@@ -158,7 +158,7 @@ print("error", rank, tostring(ok), e)
         local body = [[
 local s = trainer.run(fixture.config(dir .. '/%s', {steps = 12, eval_every = 2, batch = 5,
   model = {layers = 2, width = 16, heads = 2}}), {quiet = true})
-print(rank, require("trainer.dist").new({}).overlap, s.model:checksum())
+print(rank, require("trainer.data_parallel").new({}).overlap, s.model:checksum())
 ]]
         local code, on, err = run("two", body:format("on"))
         assert.are.equal(0, code, err)
@@ -179,7 +179,7 @@ print(rank, require("trainer.dist").new({}).overlap, s.model:checksum())
 
     it("gives the one-rank alignments exactly, for exact, fd and jvp rounds", function()
         local body = [[
-local dist = require("trainer.dist").new({})
+local dp = require("trainer.data_parallel").new({})
 local align = require "trainer.align"
 local d = fixture.data(7)
 local model = dga.gpt{layers = 1, width = 16, heads = 2, context = 16, vocab = 32, batch = 4, seed = 5}
@@ -193,7 +193,7 @@ local target = io(d.specific_train, 0)
 local probes = {io(d.domains[1], 0), io(d.domains[2], 4), false, io(d.domains[3], 8), io(d.domains[1], 20)}
 for _, method in ipairs{"exact", "fd", "jvp"} do
   local r = align.round(model, target, probes, 5, {method = method, normalize = "none"}, nil,
-                        dist.size > 1 and dist or nil)
+                        dp.size > 1 and dp or nil)
   local out = {}
   for j = 1, 5 do out[#out + 1] = string.format("%a %a %a", r.align[j], r.loss[j], r.grad_norm[j]) end
   print(rank, method, string.format("%a %a", r.target_norm, r.target_loss), table.concat(out, " "))
@@ -274,9 +274,9 @@ print("finished")
 
     it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 returns", function()
         local code, out, err = run("two", [[
-local sweep, json = require "dgalib.sweep", require "dgalib.json"
+local sweep, json = require "harness.sweep", require "util.json"
 local p = require("argparse")("t", "test")
-require("dgalib.experiment").add_common_options(p, {out = dir .. "/sw"})
+require("harness.experiment").add_common_options(p, {out = dir .. "/sw"})
 sweep.add_options(p)
 local a = p:parse{"--seeds", "1,2", "--out", dir .. "/sw"}
 local res = sweep.run{name = "t", out = a.out, args = a, argv = {}, quiet = true,
@@ -291,7 +291,7 @@ print("returned", rank, #res)
         assert.are.equal(0, code, err)
         h.contains(out, "returned\t0\t4")
         assert.is_nil(out:find("returned\t1", 1, false))
-        local json = require "dgalib.json"
+        local json = require "util.json"
         local got = {}
         for _, pair in ipairs{"u/seed-1", "d/seed-1", "u/seed-2", "d/seed-2"} do
             got[#got + 1] = json.read_file(dir .. "/sw/" .. pair .. "/summary.json").metrics.rank
@@ -300,16 +300,16 @@ print("returned", rank, #res)
 
         -- one pair: one data-parallel run over both ranks, its summary written once by rank 0
         code, out, err = run("two", [[
-local sweep = require "dgalib.sweep"
+local sweep = require "harness.sweep"
 local p = require("argparse")("t", "test")
-require("dgalib.experiment").add_common_options(p, {out = dir .. "/one"})
+require("harness.experiment").add_common_options(p, {out = dir .. "/one"})
 sweep.add_options(p)
 local a = p:parse{"--seeds", "3", "--out", dir .. "/one"}
 local res = sweep.run{name = "t", out = a.out, args = a, argv = {}, quiet = true,
   cells = {{id = "d", policy = "dga"}},
   run_cell = function(cell, seed, d, topts)
     local s = trainer.run(fixture.config(d, {steps = 4, seed = seed}), topts)
-    return {ranks = require("trainer.dist").new({}).size, loss = s.specific_loss}
+    return {ranks = require("trainer.data_parallel").new({}).size, loss = s.specific_loss}
   end}
 print("returned", rank, #res)
 ]])

@@ -3,8 +3,8 @@
 -- pty for tab completion) prints, helps, completes and keeps top-level locals.
 local dga = require "dga"
 local h = require "tests.lua.helpers"
-local apidoc = require "dgalib.apidoc"
-local repl = require "dgalib.repl"
+local apidoc = require "repl.apidoc"
+local repl = require "repl.repl"
 
 local shell_quote, write, read, contains = h.shell_quote, h.write, h.read, h.contains
 local DGALUA = h.DGALUA

@@ -1,7 +1,7 @@
 -- scripts/reproduction.lua: a study made again against the committed one, experiment by
 -- experiment; the study log's times; a non-zero exit when a run differs.
 local h = require "tests.lua.helpers"
-local json = require "dgalib.json"
+local json = require "util.json"
 local reproduction = require "reproduction"
 
 local base

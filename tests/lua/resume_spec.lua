@@ -9,8 +9,8 @@ package.path = here .. "/?.lua;" .. package.path
 
 local fixture = require "trainer_fixture"
 local trainer = require "trainer"
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
 
 local base
 -- Width of the model of the SIGKILL test: 2 layers of 320 make ~2.5M parameters, a ~30 MB

@@ -1,8 +1,8 @@
--- Document-level splits (dgalib.splits): roles, the store of a plan, the leakage check, on a
+-- Document-level splits (data.splits): roles, the store of a plan, the leakage check, on a
 -- small synthetic corpus whose documents share no stretch of text (so any hit of the check is
 -- a real leak), then on small real data.
 local dga = dga or require "dga"
-local splits = require "dgalib.splits"
+local splits = require "data.splits"
 
 local h = require "tests.lua.helpers"
 
@@ -245,7 +245,7 @@ end)
 -- decontamination (text the corpus repeats across documents) no held-out row occurs in any of
 -- the inputs, and decontamination drops only a small share.
 describe("splits on the real corpus", function()
-    local data = require "dgalib.data"
+    local data = require "data.corpus"
     local corpus, mmlu_dir = data.find_corpus(), data.find_mmlu()
     local cache
     local L = 33
@@ -318,8 +318,8 @@ describe("splits on the real corpus", function()
                                        inputs = {mmlu_a = rendered(q.a), dev = rendered(q.dev)}}
         end, "leak: held%-out 'mmlu_b' text %d+ is input '[%w_]+' text %d+")
         local inputs = {store = splits.store_seqs(store),
-                        mmlu_a = require("dgalib.experiment").text_seqs(tok, rendered(q.a, 300), L)}
-        local heldout = {mmlu_b = require("dgalib.experiment").text_seqs(tok, rendered(q.b, 300), L),
+                        mmlu_a = require("harness.experiment").text_seqs(tok, rendered(q.a, 300), L)}
+        local heldout = {mmlu_b = require("harness.experiment").text_seqs(tok, rendered(q.b, 300), L),
                          generic = plan:interleaved_seqs("generic_heldout", tok, L, 30)}
         for _, d in ipairs(plan:sources()) do
             inputs["basis_" .. d] = plan:texts(d, "basis")   -- the histogram's input

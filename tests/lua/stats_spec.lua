@@ -1,6 +1,6 @@
--- dgalib.stats against hand-computed values, and the JSON files of the sweep (dgalib.json).
-local stats = require "dgalib.stats"
-local json = require "dgalib.json"
+-- util.stats against hand-computed values, and the JSON files of the sweep (util.json).
+local stats = require "util.stats"
+local json = require "util.json"
 local h = require "tests.lua.helpers"
 
 local function near(expected, got, tol)

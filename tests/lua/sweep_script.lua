@@ -1,4 +1,4 @@
--- A tiny experiment on dgalib.sweep, run as a subprocess by sweep_spec.lua (not a spec).
+-- A tiny experiment on harness.sweep, run as a subprocess by sweep_spec.lua (not a spec).
 --
 --   dgalua tests/lua/sweep_script.lua --out DIR --log FILE [--train] [--die-at N]
 --          [--fail CELL] [sweep options: --seeds, --jobs, --policy, --set, ...]
@@ -15,9 +15,9 @@ local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
 package.path = here .. "/?.lua;" .. package.path
 
 local argparse = require "argparse"
-local exp = require "dgalib.experiment"
-local sweep = require "dgalib.sweep"
-local agg = require "dgalib.aggregate"
+local exp = require "harness.experiment"
+local sweep = require "harness.sweep"
+local agg = require "harness.aggregate"
 
 local p = argparse("sweep_script.lua", "A tiny sweep for the tests.")
 exp.add_common_options(p, {out = "runs/sweep_script"})

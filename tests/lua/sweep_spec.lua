@@ -1,14 +1,14 @@
--- dgalib.sweep, dgalib.overrides and dgalib.aggregate: --set checks, policy lists, finished
+-- harness.sweep, cli.overrides and harness.aggregate: --set checks, policy lists, finished
 -- pairs never recomputed (in process, after a killed sweep, and through --jobs children), a
 -- 2-seed x 2-policy sweep through the real trainer, and aggregation from run directories.
 local h = require "tests.lua.helpers"
-local sweep = require "dgalib.sweep"
-local overrides = require "dgalib.overrides"
-local aggregate = require "dgalib.aggregate"
-local json = require "dgalib.json"
-local csvlog = require "dgalib.csvlog"
+local sweep = require "harness.sweep"
+local overrides = require "cli.overrides"
+local aggregate = require "harness.aggregate"
+local json = require "util.json"
+local csvlog = require "util.csvlog"
 local argparse = require "argparse"
-local exp = require "dgalib.experiment"
+local exp = require "harness.experiment"
 
 local shell_quote, contains = h.shell_quote, h.contains
 local DGALUA = h.DGALUA
@@ -326,7 +326,7 @@ describe("sweep.run in process", function()
 
     it("refuses a second sweep on the same --out while the first runs, naming it", function()
         local out = tmp("locked")
-        require("dgalib.runinfo").mkdir_p(out)
+        require("util.runinfo").mkdir_p(out)
         local calls = 0
         local function o()
             return {name = "t", out = out, args = parse{"--seeds", "1"}, cells = cells(), argv = {},

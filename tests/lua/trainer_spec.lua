@@ -5,8 +5,8 @@ package.path = here .. "/?.lua;" .. package.path
 
 local fixture = require "trainer_fixture"
 local trainer = require "trainer"
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
 
 local function rmtree(d)
     if d and d:match("^/tmp/") then os.execute("rm -rf '" .. d .. "'") end
@@ -289,7 +289,7 @@ describe("trainer", function()
                                             checkpoint_every = 0, basis = false})
             local s = require("trainer").run(cfg, {quiet = true})
             collectgarbage("collect")
-            print("alignment rows " .. #require("dgalib.csvlog").read_records(%q .. "/alignments.csv"))
+            print("alignment rows " .. #require("util.csvlog").read_records(%q .. "/alignments.csv"))
         ]], here, d .. "/run", d .. "/run"))
         f:close()
         local exe = os.getenv("DGALUA") or "build/dgalua"
@@ -582,7 +582,7 @@ describe("trainer alignment rounds", function()
     end)
 end)
 
-describe("dgalib.csvlog", function()
+describe("util.csvlog", function()
     it("quotes per RFC 4180 and reads back what it wrote", function()
         local d = tmpdir("csv")
         local path = d .. "/x.csv"
@@ -620,8 +620,8 @@ describe("dgalib.csvlog", function()
     end)
 end)
 
-describe("dgalib.data", function()
-    local data = require "dgalib.data"
+describe("data.corpus", function()
+    local data = require "data.corpus"
     it("accepts a given directory only in the expected layout", function()
         local d = tmpdir("mmlu")
         assert.is_nil((data.find_mmlu(d)))
@@ -638,7 +638,7 @@ describe("dgalib.data", function()
     it("says where to put MMLU and exits non-zero when it is nowhere", function()
         local exe = os.getenv("DGALUA") or "build/dgalua"
         local p = io.popen(string.format(
-            "DGA_SHARED_DATA=/nonexistent %s -e 'require(\"dgalib.data\").require_mmlu(\"/nonexistent/mmlu\")' 2>&1",
+            "DGA_SHARED_DATA=/nonexistent %s -e 'require(\"data.corpus\").require_mmlu(\"/nonexistent/mmlu\")' 2>&1",
             exe))
         local out = p:read("a")
         local ok, _, code = p:close()

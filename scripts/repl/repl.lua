@@ -1,7 +1,7 @@
 -- What the dgalua REPL does in Lua: help(), the printing of results, tab completion and
 -- the rewriting of top-level `local`s. bindings/dgalua_main.c loads this module when the
 -- REPL starts and calls M.show, M.complete and M.rewrite; M.install puts help() in _G.
-local apidoc = require "dgalib.apidoc"
+local apidoc = require "repl.apidoc"
 
 local M = {}
 

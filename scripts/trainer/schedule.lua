@@ -1,6 +1,6 @@
 -- Learning-rate schedules: linear warmup, then cosine / linear decay to min_lr, or constant.
 --
---   local schedule = require "dgalib.schedule"
+--   local schedule = require "trainer.schedule"
 --   local lr_at = schedule.make{kind = "cosine", lr = 1e-3, warmup = 100, total = 5000,
 --                               min_lr = 1e-4}
 --   opt:step(lr_at(step))          -- steps are 1-based

@@ -5,14 +5,14 @@
 --   DIR/config.json         the architecture under GPT2Config's keys
 --   DIR/tokenizer.json      the BPE tokenizer, when the run knew it
 --
---   local model_dir = require "dgalib.model_dir"
+--   local model_dir = require "data.model_dir"
 --   local paths = model_dir.resolve("ckpt/")              -- or "ckpt.safetensors"
 --   local ck, tok = model_dir.load("ckpt/", {tokenizer = true})
 --   model_dir.save("ckpt/", {model = m, optimizer = opt, tokenizer = tok_or_path, meta = {...}})
 --
 -- A single .safetensors file still works everywhere: its tokenizer is the tokenizer.json
 -- beside it, if there is one.
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 
 local M = {}
 

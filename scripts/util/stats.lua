@@ -1,7 +1,7 @@
 -- Statistics over seeds: mean, spread and a Student-t confidence interval, and paired
 -- differences between two policies run on the same seeds.
 --
---   local stats = require "dgalib.stats"
+--   local stats = require "util.stats"
 --   local s = stats.summary{5.21, 5.25, 5.19}   -- {n=3, mean=, sd=, se=, ci_lo=, ci_hi=, t=}
 --   local d = stats.paired({[1]=5.2, [2]=5.3}, {[1]=5.4, [2]=5.4})   -- x - y on common seeds
 --   stats.format(s, "%.4f")                      -- "5.2167 ± 0.0745 (n=3)", or "5.2100 (n=1)"

@@ -1,15 +1,15 @@
 -- Shared pieces of the experiments (experiments/*.lua): cached domain stores, specific sets
 -- made from corpus text, comparison tables.
 --
---   local exp = require "dgalib.experiment"
+--   local exp = require "harness.experiment"
 --   local dir = exp.store{corpus = C, exclude = {"us_legislation"}, levels = {64},
 --                         seq_len = 65, vocab = 4096, max_mb = 1, cache = "runs/cache"}
 --   local seqs = exp.text_seqs(tok, texts, seq_len)          -- int32 [n, seq_len]
 --   local train, heldout = exp.split(seqs, n_heldout)
 --   exp.print_table(rows, {{"policy", "%s"}, {"specific_loss", "%.4f"}})
-local runinfo = require "dgalib.runinfo"
-require "dgalib.args"   -- usage errors exit with status 2
-local csvlog = require "dgalib.csvlog"
+local runinfo = require "util.runinfo"
+require "cli.args"   -- usage errors exit with status 2
+local csvlog = require "util.csvlog"
 
 local M = {}
 
@@ -21,9 +21,9 @@ end
 
 -- A corpus directory holding only some domains (symlinks into the real corpus), so a store
 -- can be built without the specific domain: its text is then never in the generic pool.
--- Superseded by dgalib.splits (a plan's store leaves out whole documents, targets included).
+-- Superseded by data.splits (a plan's store leaves out whole documents, targets included).
 function M.corpus_subset(corpus, exclude, cache)
-    local data = require "dgalib.data"
+    local data = require "data.corpus"
     local skip = {}
     for _, d in ipairs(exclude or {}) do skip[d] = true end
     local names = {}
@@ -48,7 +48,7 @@ end
 -- Builds (or reuses) a domain store of whole corpus domains; returns its directory. The cache
 -- key holds every option, so changing one builds a new store. The clustering is seeded by
 -- o.data_seed (default 1), never by the training seed: seed replicates share one store.
--- A store that must leave documents out (held-out sets) comes from dgalib.splits instead.
+-- A store that must leave documents out (held-out sets) comes from data.splits instead.
 function M.store(o)
     local cache = o.cache or (runinfo.repo_root() .. "/runs/cache")
     runinfo.mkdir_p(cache)
@@ -100,7 +100,7 @@ function M.text_seqs(tok, texts, seq_len, max_seqs)
 end
 
 -- The texts of one corpus domain (at most max_docs documents). For texts of a split, use
--- dgalib.splits (plan:texts).
+-- data.splits (plan:texts).
 function M.domain_texts(corpus, domain, max_docs)
     local texts = dga.read_texts(corpus .. "/" .. domain, max_docs)
     if #texts == 0 then error("corpus domain " .. domain .. " has no documents", 2) end
@@ -109,7 +109,7 @@ end
 
 -- First rows as the training part, the last n_heldout rows as held-out (views).
 -- Deprecated: the two parts continue one another's documents. Split by document with
--- dgalib.splits (specific_train / specific_heldout) instead; kept until no experiment uses it.
+-- data.splits (specific_train / specific_heldout) instead; kept until no experiment uses it.
 function M.split(seqs, n_heldout)
     local n = seqs:shape()[1]
     if n < 2 then error("split: need at least 2 sequences", 2) end
@@ -172,16 +172,16 @@ end
 
 -- Common options of the experiment scripts.
 function M.add_common_options(p, defaults)
-    local args = require "dgalib.args"
+    local args = require "cli.args"
     p:flag("--quick", "A small configuration that finishes in minutes on 2 cores.")
     p:option("--out", "Directory for the runs and the figures.", defaults.out)
     p:option("--corpus", "Corpus directory (<domain>/*.jsonl); default: data/corpus or ../shared/data/corpus.")
     p:option("--cache", "Directory for cached stores (default: <repo>/runs/cache).")
     p:option("--steps", "Training steps per run (overrides the preset)."):convert(args.int(1))
-    -- No argparse default: dgalib.sweep's --seeds takes --seed as an alias and refuses both,
+    -- No argparse default: harness.sweep's --seeds takes --seed as an alias and refuses both,
     -- which a default value would trip. The action below gives 1 when neither is used.
     p:option("--seed", "One training seed (model init, sampling, probes): the same as "
-             .. "--seeds N with dgalib.sweep. Default: 1."):convert(args.int(0))
+             .. "--seeds N with harness.sweep. Default: 1."):convert(args.int(0))
     p:action(function(a)
         if a.seed == nil and a.seeds == nil then a.seed = 1 end
     end)

@@ -173,11 +173,11 @@ function M.read_config(path)
 end
 
 -- ---- where the repository is ---------------------------------------------------------
--- The directory holding scripts/dgalib/ (found from this file's own path).
+-- The directory holding scripts/util/ (found from this file's own path).
 function M.repo_root()
     if M._root then return M._root end
     local src = debug.getinfo(1, "S").source
-    local dir = src:sub(1, 1) == "@" and src:sub(2):match("^(.*)/scripts/dgalib/[^/]*$")
+    local dir = src:sub(1, 1) == "@" and src:sub(2):match("^(.*)/scripts/util/[^/]*$")
     if not dir or dir == "" then dir = "." end
     -- Make it absolute so runs started from elsewhere resolve the same paths.
     if dir:sub(1, 1) ~= "/" then

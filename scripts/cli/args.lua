@@ -1,6 +1,6 @@
 -- Small helpers for the command-line tools (built on lua-argparse).
 --
---   local args = require "dgalib.args"
+--   local args = require "cli.args"
 --   parser:option("--steps"):convert(args.int(1))        -- integer >= 1
 --   parser:option("--lr"):convert(args.number(0))         -- finite number >= 0
 --   args.ids("1 2 3")  -> {1, 2, 3} (or nil, message)
@@ -9,7 +9,7 @@
 --
 -- Loading this module makes every argparse parser exit with status 2 on a usage error, as
 -- dgalua does for its own options (1 stays the status of a runtime error): the tools and
--- dgalib.experiment load it before parsing.
+-- harness.experiment load it before parsing.
 local argparse = require "argparse"
 
 local M = {}

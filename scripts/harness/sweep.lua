@@ -2,7 +2,7 @@
 -- (cell, seed) in its own run directory, finished pairs skipped when the command runs
 -- again, N cells at a time in child processes, and --policy / --set overrides.
 --
---   local sweep = require "dgalib.sweep"
+--   local sweep = require "harness.sweep"
 --   local p = argparse("my.lua", "...")
 --   exp.add_common_options(p, {out = "runs/my"})
 --   sweep.add_options(p)
@@ -19,7 +19,7 @@
 --       local s = sweep.train(cfg, topts)
 --       return {specific_final = s.specific_loss, generic_final = s.generic_loss}
 --     end}
---   require("dgalib.aggregate"){out = a.out, metrics = {"specific_final"}, reference = "natural"}
+--   require("harness.aggregate"){out = a.out, metrics = {"specific_final"}, reference = "natural"}
 --
 -- Options (add_options):
 --   --seeds 1,2,3 (ranges 1-5 too)   training seeds: model init, sampling, alignment probes.
@@ -81,10 +81,10 @@
 -- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
 -- strips the `label` field a policy spec carries.
-local runinfo = require "dgalib.runinfo"
-local json = require "dgalib.json"
-local overrides = require "dgalib.overrides"
-local progress = require "dgalib.progress"
+local runinfo = require "util.runinfo"
+local json = require "util.json"
+local overrides = require "cli.overrides"
+local progress = require "cli.progress"
 
 local M = {}
 
@@ -126,7 +126,7 @@ local function find_option(parser, name)
 end
 
 function M.add_options(p)
-    local args = require "dgalib.args"
+    local args = require "cli.args"
     local seeds_opt = p:option("--seeds", "Training seeds, comma separated (ranges a-b too): each "
                                .. "covers model init, batch sampling and alignment probes. Default: 1.")
         :convert(M.parse_seeds)
@@ -261,7 +261,7 @@ function M.policy_config(spec)
     return out
 end
 
--- Applies the --set list of parsed options `a` to a trainer cfg (see dgalib/overrides.lua
+-- Applies the --set list of parsed options `a` to a trainer cfg (see cli/overrides.lua
 -- for the checks); extra_known: the experiment's own fields. Returns cfg.
 function M.overrides(a, cfg, extra_known)
     return overrides.apply(cfg, a.set or {}, extra_known, overrides.SWEEP_RESERVED)
@@ -280,7 +280,7 @@ function M.train(cfg, topts)
     local trainer = require "trainer"
     local s = trainer.run(cfg, topts)
     if s.specific_loss == nil and s.generic_loss == nil and s.basis_loss == nil then
-        local csvlog = require "dgalib.csvlog"
+        local csvlog = require "util.csvlog"
         local ok, recs = pcall(csvlog.read_records, cfg.run_dir .. "/metrics.csv")
         local last = ok and recs[#recs] or nil
         if last and last.step == s.step then
@@ -781,8 +781,8 @@ function M.run(o)
                                                       jobs, ranks)), 0)
         end
         local me = dga.rank()
-        local dist = require "trainer.dist"
-        dist.independent = true
+        local dp = require "trainer.data_parallel"
+        dp.independent = true
         local nfail = 0
         for i, pair in ipairs(todo) do
             if (i - 1) % ranks == me then
@@ -791,7 +791,7 @@ function M.run(o)
                 report(i, s, err)
             end
         end
-        dist.independent = nil
+        dp.independent = nil
         -- Every rank waits here for the others: then every summary.json is written.
         dga.allgather(dga.tensor({nfail}))
         if me ~= 0 then

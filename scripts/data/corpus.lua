@@ -5,7 +5,7 @@
 --   3. <repo>/data/<mmlu|corpus>   (what `make data` creates);
 --   4. <repo>/../shared/data/<mmlu|corpus>.
 -- When MMLU is nowhere, `require_mmlu` prints exactly where to put it and exits non-zero.
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 
 local M = {}
 

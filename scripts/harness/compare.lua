@@ -7,10 +7,10 @@
 -- domains.csv, where present) hold the same text in every column but `seconds` (wall time),
 -- and their summary.json files the same `metrics`. Numbers are compared as the text the run
 -- wrote, so "same" means the same bits, not close.
-local json = require "dgalib.json"
-local csvlog = require "dgalib.csvlog"
-local runinfo = require "dgalib.runinfo"
-local stats = require "dgalib.stats"
+local json = require "util.json"
+local csvlog = require "util.csvlog"
+local runinfo = require "util.runinfo"
+local stats = require "util.stats"
 
 local M = {}
 

@@ -1,7 +1,7 @@
 -- MMLU scores as lm-evaluation-harness reports them: accuracy and its standard error per
 -- subject, per category and overall, as JSON and as a printed table.
 --
---   local R = require "dgalib.mmlu_results"
+--   local R = require "harness.mmlu_results"
 --   local score = dga.mmlu_score(model, tok, questions, {shots = 5, dev = mm:split("dev")})
 --   local summary = R.summarize(score.by_subject)       -- or {[subject] = {n=, correct=}}
 --   local doc = R.document({[5] = summary}, {model = "ckpt/", split = "test"})

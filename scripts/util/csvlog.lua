@@ -9,14 +9,14 @@
 -- commas, quotes and newlines; CRLF or LF record ends) that parses every input or names the
 -- file and line where it cannot.
 --
---   local csvlog = require "dgalib.csvlog"
+--   local csvlog = require "util.csvlog"
 --   local log = csvlog.open(dir .. "/metrics.csv", {"step", "loss"})   -- writes the header
 --   log:write{step = 10, loss = 2.5}      -- by column name (missing -> empty field)
 --   log:write_list{10, 2.5}               -- positional
 --   log:close()
 --   local header, rows = csvlog.read(path)  -- rows: lists of strings
 --   csvlog.truncate_after(path, "step", 500) -- drop rows whose step > 500 (resume)
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 
 local M = {}
 

@@ -22,7 +22,7 @@
 --     losses are the global ones.
 --   - DGA_DATA_PARALLEL=0 (or cfg.data_parallel = false) makes every rank a one-rank run of
 --     its own; so does M.independent = true, which a sweep sets while each rank runs its own
---     cells (scripts/dgalib/sweep.lua).
+--     cells (scripts/harness/sweep.lua).
 --   - The held-out sets are evaluated in whole batches split over the ranks (D:eval_seqs),
 --     with the one-rank value on every rank.
 --   - cfg.check_replicas (or DGA_CHECK_REPLICAS=1) compares a checksum of the parameters and

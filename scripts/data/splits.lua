@@ -2,7 +2,7 @@
 -- domain store), which are held out, and a check that no held-out sequence reaches a
 -- training, IS or basis input.
 --
---   local splits = require "dgalib.splits"
+--   local splits = require "data.splits"
 --   local plan = splits.plan{corpus = C, data_seed = 1,
 --       targets = {"us_legislation"},   -- specific domains: wholly excluded from the store
 --       specific_heldout_docs = 40,     -- per target: whole documents held out
@@ -63,7 +63,7 @@
 --     sequences, the specific training rows, the texts histograms are computed from) and run
 --     check_disjoint on the result; MMLU_b questions against MMLU_a and dev with
 --     check_docs_disjoint, MMLU_b rows against the corpus inputs with check_disjoint.
-local runinfo = require "dgalib.runinfo"
+local runinfo = require "util.runinfo"
 
 local M = {}
 
@@ -98,7 +98,7 @@ Plan.__index = Plan
 
 function M.plan(o)
     if type(o) ~= "table" then error("splits.plan: expected an options table", 2) end
-    local data = require "dgalib.data"
+    local data = require "data.corpus"
     if type(o.corpus) ~= "string" then error("splits.plan: field 'corpus' (a directory) is required", 2) end
     local seed = o.data_seed or 1
     if math.type(seed) ~= "integer" or seed < 0 then
@@ -174,7 +174,7 @@ function Plan:_domain(domain)
     for _, d in ipairs(self.domain_list) do known = known or d == domain end
     if not known then error("splits: domain '" .. tostring(domain) .. "' is not in the plan", 3) end
     local texts, stats = dga.read_texts(self.corpus .. "/" .. domain)
-    require("dgalib.data").warn_skipped(stats)
+    require("data.corpus").warn_skipped(stats)
     local n = #texts
     if n == 0 then error("splits: corpus domain " .. domain .. " has no documents", 3) end
     local order = {}
@@ -288,7 +288,7 @@ function Plan:seqs(domain, r, tok, seq_len, max_seqs)
     if #texts == 0 then
         error(string.format("splits: %s has no '%s' documents in this plan", domain, r), 2)
     end
-    return require("dgalib.experiment").text_seqs(tok, texts, seq_len, max_seqs)
+    return require("harness.experiment").text_seqs(tok, texts, seq_len, max_seqs)
 end
 
 -- The rows of one role over several domains (default: every domain that has documents of
@@ -411,7 +411,7 @@ function Plan:store(o)
                                       table.concat(levels, ","), o.seq_len or 129, o.vocab or 8192))
     end
     -- Every document of every corpus domain: a plain build, as a store of the whole corpus is.
-    local whole = #self.targets == 0 and #self.domain_list == #require("dgalib.data").corpus_domains(self.corpus)
+    local whole = #self.targets == 0 and #self.domain_list == #require("data.corpus").corpus_domains(self.corpus)
     for _, d in ipairs(self.domain_list) do
         whole = whole and #filter[d] == #self:_domain(d).lens
     end

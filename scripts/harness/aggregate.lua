@@ -1,10 +1,10 @@
 -- Statistics over the seeds of a sweep, from its run directories alone.
 --
---   local aggregate = require "dgalib.aggregate"
+--   local aggregate = require "harness.aggregate"
 --   local res = aggregate{out = "runs/lowdata", metrics = {"specific_final"},
 --                         reference = "natural", group_of = function(cell_id) ... end}
 --
--- Reads every <out>/<cell id>/seed-<s>/summary.json (written by dgalib.sweep), and writes
+-- Reads every <out>/<cell id>/seed-<s>/summary.json (written by harness.sweep), and writes
 -- <out>/aggregate.csv and <out>/aggregate.json (atomically), prints a table per metric
 -- (quiet = true: not), and returns {rows = {...}, cells = {...}}.
 --
@@ -21,7 +21,7 @@
 --
 -- One row per (cell, metric), every field in the CSV and the JSON:
 --   n, mean, sd, se, ci_lo, ci_hi      over the cell's seeds; the 95% Student-t interval
---                                      with n - 1 degrees of freedom (dgalib.stats); n = 1:
+--                                      with n - 1 degrees of freedom (util.stats); n = 1:
 --                                      sd and the interval are empty
 --   diff_n, diff_mean, diff_sd, diff_ci_lo, diff_ci_hi
 --                                      the paired difference cell - reference over the seeds
@@ -35,10 +35,10 @@
 --                                      differ only in the seed land, on average; a
 --                                      difference smaller than this is within the noise of a
 --                                      single pair of runs. Empty with fewer than 2 seeds.
-local runinfo = require "dgalib.runinfo"
-local json = require "dgalib.json"
-local stats = require "dgalib.stats"
-local csvlog = require "dgalib.csvlog"
+local runinfo = require "util.runinfo"
+local json = require "util.json"
+local stats = require "util.stats"
+local csvlog = require "util.csvlog"
 
 local M = {}
 

@@ -1,6 +1,6 @@
 -- `--set key=value` overrides of a trainer configuration, by dotted path.
 --
---   local overrides = require "dgalib.overrides"
+--   local overrides = require "cli.overrides"
 --   local s = overrides.parse("optimizer.lr=3e-3")   -- {key = "optimizer.lr", value = 0.003, raw = ...}
 --   overrides.apply(cfg, {s, ...}, extra_known)        -- checks every key, then sets it in cfg
 --

@@ -1,7 +1,7 @@
 -- A small JSON writer and reader for the sweep's summary.json and aggregate.json files:
 -- objects, arrays, strings, numbers, booleans and null, nothing more.
 --
---   local json = require "dgalib.json"
+--   local json = require "util.json"
 --   local text = json.encode{cell = "b256/dga", seed = 2, metrics = {loss = 5.25}}
 --   local t = json.decode(text, "summary.json")   -- errors name the source and the offset
 --
