@@ -152,7 +152,11 @@ sweep.run{
             is_histogram = sp.is,
             policy = C.policy_config(cell.policy),
         })
-        return C.train(cfg, seed, dir, a, topts, {budget_tokens = budget or 0, eta_fixed = cell.policy.eta})
+        local m, s = C.train(cfg, seed, dir, a, topts, {budget_tokens = budget or 0})
+        -- the step size the policy ran with (a --set or --policy option included)
+        local po = s.policy_options or {}
+        m.eta_fixed = po.eta_mode == "fixed" and po.eta or nil
+        return m, s
     end,
 }
 if a.cell then return end

@@ -18,7 +18,7 @@
 local argparse = require "argparse"
 local args = require "cli.args"
 local model_dir = require "data.model_dir"
-local progress = require "cli.progress"
+local progress = require "util.progress"
 local schedule = require "trainer.schedule"
 local windows = require "data.windows"
 

@@ -4,35 +4,20 @@
 --   local s = overrides.parse("optimizer.lr=3e-3")   -- {key = "optimizer.lr", value = 0.003, raw = ...}
 --   overrides.apply(cfg, {s, ...}, extra_known)        -- checks every key, then sets it in cfg
 --
--- A key is known when it is a field of trainer.defaults, one of the trainer's documented
--- fields that have no default (TRAINER_EXTRA below), a plain field the cfg already holds, or
--- one of `extra_known` (a list of dotted keys, or a map key -> example value). An unknown key
--- is an error that lists the close matches. The value is read as a boolean (true / false),
--- a number, or else a string ('quoted' or "quoted" forces a string). When the field's type
--- is known (from its default or the cfg's value), a value of another type is an error; an
--- integer field refuses a fraction.
+-- A key is known when trainer/schema.lua describes it as settable, or it is one of
+-- `extra_known` (a list of dotted keys, or a map key -> example value). An unknown key is an
+-- error that lists the close matches. The value is read as a boolean (true / false), a
+-- number, or else a string ('quoted' or "quoted" forces a string). A value of another type
+-- than the schema's, out of its range or not one of its choices is an error; an integer
+-- field refuses a fraction.
 --
 -- policy.<option> keys are the policy's own options (beta, eta, target_change, ...). A key
 -- is known when some built-in policy, or the cfg's policy, declares the option in its
 -- `defaults`; it is applied to a cfg whose policy takes that option, and skipped (said once
--- on stderr) for the others, so `--set policy.beta=0.1` in a sweep over uniform, natural and
--- DGA changes the DGA runs only. The policy itself checks the value (policies.get).
+-- on stderr) for the others. The policy itself checks the value (policies.get). A sweep
+-- applies policy options to its cells' policy specs before anything runs instead
+-- (harness/sweep.lua), so the cells record them and a key no policy knows stops it there.
 local M = {}
-
--- Documented trainer fields without a default value, with their types.
-local TRAINER_EXTRA = {
-    align_batch = "int", threads = "int", budget = "number", budget_tokens = "number",
-    epoch_cap = "number", clip = "number", dist = "boolean", heldout_per_domain = "int",
-    ["schedule.total"] = "int", ["schedule.min_lr"] = "number", ["schedule.warmup"] = "int",
-    ["store.dir"] = "string", ["store.level"] = "int", ["model.vocab"] = "int",
-}
-
--- Fields whose string value must be one of a few words (the trainer's documented choices).
-local CHOICES = {
-    ["align.method"] = {"exact", "fd", "jvp"},
-    ["align.normalize"] = {"none", "cosine", "mean_norm"},
-    ["schedule.kind"] = {"cosine", "linear", "constant"},
-}
 
 -- Fields a sweep sets itself (apply's `reserved` argument): --set must not move a run out
 -- of its directory or give every seed the same training seed.
@@ -74,29 +59,6 @@ local function kind_of(v)
     return nil
 end
 
--- Dotted paths -> type ("int", "number", "boolean", "string", "table") of a nested table.
-local function flatten(t, prefix, out, seen)
-    seen = seen or {}
-    if seen[t] then return out end
-    seen[t] = true
-    for key, v in pairs(t) do
-        if type(key) == "string" then
-            local path = prefix and (prefix .. "." .. key) or key
-            local kind = kind_of(v)
-            if kind == "table" and getmetatable(v) == nil then
-                -- A list (domains, basis sets) is data, not a group of settings.
-                if #v == 0 then
-                    out[path] = "table"
-                    flatten(v, path, out, seen)
-                end
-            elseif kind then
-                out[path] = kind
-            end
-        end
-    end
-    return out
-end
-
 -- Options the built-in policies (and `extra_policy`) declare: name -> true.
 local function policy_options(extra_policy)
     local ok_p, policies = pcall(require, "policies")
@@ -114,21 +76,18 @@ local function policy_options(extra_policy)
     return out
 end
 
--- The known keys for cfg: path -> type (or "any").
+-- The known keys: path -> type ("int", "number", "boolean", "string", or "any" for a policy
+-- option or an experiment's own key, which their owners check). The trainer's keys come
+-- from trainer/schema.lua (its settable ones); cfg's policy adds its own options.
 function M.known(cfg, extra_known)
-    local trainer = require "trainer"
-    local known = flatten(trainer.defaults, nil, {})
-    for key, kind in pairs(TRAINER_EXTRA) do known[key] = known[key] or kind end
-    if cfg then
-        for key, kind in pairs(flatten(cfg, nil, {})) do
-            if not key:match("^policy%.") then known[key] = known[key] or kind end
-        end
-    end
+    local schema = require "trainer.schema"
+    local known = {}
+    for key, e in pairs(schema.settable()) do known[key] = e.type end
+    for _, group in ipairs{"model", "optimizer", "schedule", "align", "store", "policy"} do known[group] = "table" end
     for key, v in pairs(extra_known or {}) do
         if math.type(key) == "integer" then known[v] = known[v] or "any"
         else known[key] = known[key] or kind_of(v) or "any" end
     end
-    known.policy = "table"
     known["policy.name"] = "string"
     for opt in pairs(policy_options(cfg and cfg.policy and cfg.policy.name)) do
         known["policy." .. opt] = known["policy." .. opt] or "any"
@@ -136,40 +95,13 @@ function M.known(cfg, extra_known)
     return known
 end
 
-local function distance(a, b)
-    local prev = {}
-    for j = 0, #b do prev[j] = j end
-    for i = 1, #a do
-        local cur = {[0] = i}
-        for j = 1, #b do
-            local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-            cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-        end
-        prev = cur
-    end
-    return prev[#b]
-end
-
--- Known keys close to `key`: within a small edit distance, or sharing its last component.
+-- Known keys close to `key` (trainer/schema.lua's matching).
 function M.close_matches(key, known)
-    local last = key:match("([^%.]+)$")
-    local scored = {}
+    local list = {}
     for k, kind in pairs(known) do
-        if kind ~= "table" then
-            local d = distance(key, k)
-            local dl = distance(last, k:match("([^%.]+)$"))
-            local score
-            if last == k:match("([^%.]+)$") then score = 0
-            elseif d <= math.max(2, #key // 3) then score = d
-            elseif dl <= math.max(1, #last // 4) then score = 10 + dl
-            elseif #last >= 3 and k:find(last, 1, true) then score = 20 end
-            if score then scored[#scored + 1] = {k, score} end
-        end
+        if kind ~= "table" then list[#list + 1] = k end
     end
-    table.sort(scored, function(x, y) return x[2] < y[2] or (x[2] == y[2] and x[1] < y[1]) end)
-    local out = {}
-    for i = 1, math.min(6, #scored) do out[i] = scored[i][1] end
-    return out
+    return require("trainer.schema").close_matches(key, list)
 end
 
 local function sorted_keys(known)
@@ -219,18 +151,17 @@ function M.check(s, known, reserved)
     elseif kind == "string" then
         if got ~= "string" then bad("a string") end
     end
-    local choices = CHOICES[key]
-    if choices then
-        local ok = false
-        for _, c in ipairs(choices) do if c == v then ok = true end end
-        if not ok then bad("one of " .. table.concat(choices, ", ")) end
+    local e = require("trainer.schema").by_key[key]
+    if e then
+        local want = require("trainer.schema").check_value(e, v)
+        if want then bad(want) end
     end
     return v
 end
 
 -- Does the policy `name` take option `opt`? true, false, or nil (cannot tell: it declares
 -- no defaults and is not one of the fixed policies).
-local function policy_takes(name, opt)
+function M.policy_takes(name, opt)
     local ok_p, policies = pcall(require, "policies")
     if not ok_p then return nil end
     local ok, mod = pcall(policies.module, name)
@@ -278,7 +209,7 @@ function M.apply(cfg, sets, extra_known, reserved)
         local opt = key:match("^policy%.(.+)$")
         if opt and opt ~= "name" then
             local pname = cfg.policy and cfg.policy.name or "uniform"
-            local takes = policy_takes(pname, opt)
+            local takes = M.policy_takes(pname, opt)
             if takes == false then
                 local said = pname .. "\0" .. opt
                 if not skipped_said[said] then

@@ -83,6 +83,13 @@ function M.new(cfg, opts)
     self.K, self.names = self.space.K, self.space.names
 
     self.policy = require("policies").get(cfg.policy.name, cfg.policy)
+    -- The run records the options the policy runs with, its defaults filled in (config.lua,
+    -- the summary), not only those it was given.
+    if type(self.policy.opts) == "table" then
+        local resolved = {name = cfg.policy.name}
+        for key, v in pairs(self.policy.opts) do resolved[key] = v end
+        cfg.policy = resolved
+    end
     self:make_ctx()
     return self
 end
@@ -285,7 +292,7 @@ function Run:write_metrics(step, tokens, lr, train_loss, grad_norm, ev)
 end
 
 local function progress_line(cfg, total)
-    local progress = require "cli.progress"
+    local progress = require "util.progress"
     return progress.new{total = total, label = cfg.name,
                         every = cfg.progress_every or math.max(1, total // 100)}
 end
@@ -400,7 +407,8 @@ function Run:summary(last)
     -- stats.summary sums ev.basis (keyed by basis index, with gaps) in index order: the same
     -- bits in every process, which pairs' order is not
     local basis_mean = stats.summary(ev.basis or {}).mean
-    return {name = self.cfg.name, policy = self.cfg.policy.name, run_dir = self.dir,
+    return {name = self.cfg.name, policy = self.cfg.policy.name, policy_options = self.cfg.policy,
+            run_dir = self.dir,
             step = self.step,
             specific_loss = ev.specific, generic_loss = ev.generic, basis_loss = basis_mean,
             basis = ev.basis, weights = self.weights, model = self.model,

@@ -561,7 +561,7 @@ end)
 
 describe("script helpers", function()
     local schedule = require "trainer.schedule"
-    local progress = require "cli.progress"
+    local progress = require "util.progress"
     local windows = require "data.windows"
     local args = require "cli.args"
 

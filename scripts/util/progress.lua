@@ -1,6 +1,6 @@
 -- A progress line for training loops: step, loss, learning rate, tokens/s, elapsed, ETA.
 --
---   local progress = require "cli.progress"
+--   local progress = require "util.progress"
 --   local p = progress.new{total = 1000, label = "train"}
 --   p:start(0)                                   -- optional: the step we resume from
 --   p:update(step, {loss = 3.21, lr = 1e-3, tokens = B * T})   -- tokens: this step's tokens
