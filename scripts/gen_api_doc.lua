@@ -1,5 +1,6 @@
 -- Writes docs/api.md from the documentation table scripts/repl/apidoc.lua (the one the
--- REPL's help() reads), so the two never disagree.
+-- REPL's help() reads), so the two never disagree, and its configuration section from
+-- scripts/trainer/schema.lua.
 --
 --   dgalua scripts/gen_api_doc.lua [--out docs/api.md] [--check]
 --
@@ -53,6 +54,17 @@ local function render()
                             cell(m.example)))
         end
     end
+    w("")
+    w("## The trainer's configuration")
+    w("")
+    w("Generated from `scripts/trainer/schema.lua`, the one description of every key: it gives the")
+    w("defaults, the checks (an unknown key or a value out of range is an error naming it, with close")
+    w("matches), the keys `--set key=value` accepts (all but the data keys) and this table. A policy's")
+    w("options are its own (`defaults` in its file under `scripts/policies/`); give them to one policy")
+    w("with `--policy NAME:key=value`, or to every policy that has them with `--set policy.key=value`.")
+    w("In the REPL: `help(\"config\")`.")
+    w("")
+    w(require("trainer.schema").doc_markdown())
     return table.concat(out, "\n") .. "\n"
 end
 

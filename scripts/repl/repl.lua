@@ -152,6 +152,10 @@ function help_text(x)
         end
         return table.concat(lines, "\n")
     end
+    if x == "config" then
+        return "The trainer's configuration (scripts/trainer/schema.lua; --set key=value sets any but data keys):\n"
+               .. require("trainer.schema").doc_text()
+    end
     if type(x) == "string" then
         local e = apidoc.find(x) or apidoc.find(x:gsub("%.", ":", 1)) or apidoc.find(x:gsub("^dga%.", ""))
         if e then return apidoc.format(e) end

@@ -86,6 +86,9 @@ describe("REPL helpers", function()
     it("help finds functions, methods and objects", function()
         contains(repl.help_text(dga.gpt), "example: local m = dga.gpt{")
         contains(repl.help_text("gpt"), "dga.gpt{layers")
+        -- the trainer's configuration, from its schema
+        contains(repl.help_text("config"), "optimizer.lr")
+        contains(repl.help_text("config"), "weights_min")
         local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 8, vocab = 32, batch = 2}
         contains(repl.help_text(m), "m:forward(inputs, targets)")
         contains(repl.help_text(m.forward), "m:forward(inputs, targets) -> number")
