@@ -41,6 +41,10 @@ cfg.run_dir = a.out or cfg.run_dir or ("runs/" .. name)
 cfg.name = cfg.name or name
 local oks, e = pcall(overrides.apply, cfg, a.set)
 if not oks then p:error(tostring(e)) end
+-- A misspelt key in the file is refused here, naming the file, before anything is built.
+local config = require "trainer.config"
+local okc, ec = pcall(config.check_keys, cfg)
+if not okc then p:error(a.config .. ": " .. tostring(ec):gsub("^trainer: ", "")) end
 
 local trainer = require "trainer"
 local topts = {resume = a.resume or nil, overwrite = a.overwrite or nil, quiet = a.quiet or nil}

@@ -21,6 +21,9 @@ local function fill_defaults(cfg, defaults)
     return cfg
 end
 
+-- Checks cfg's keys and values against the schema without filling anything in.
+function M.check_keys(cfg) schema.check(cfg, "trainer", 2) end
+
 -- Fills the defaults into cfg (in place) and checks it; errors are raised at `level`.
 function M.prepare(cfg, level)
     level = (level or 1) + 1
@@ -28,13 +31,8 @@ function M.prepare(cfg, level)
     if type(cfg.run_dir) ~= "string" then
         error("trainer: cfg.run_dir (the run directory) is required", level)
     end
-    -- The data-derived model.context is the trainer's to set: a resumed run's recorded
-    -- config holds the value it was given, which must be the same.
-    local context = type(cfg.model) == "table" and cfg.model.context or nil
-    if context ~= nil then cfg.model.context = nil end
     -- Every key and value is checked before any data or model is built, not at step 1.
     schema.check(cfg, "trainer", level)
-    if context ~= nil then cfg.model.context = context end
     cfg = fill_defaults(cfg, M.defaults)
     -- The schedule's horizon is part of the recorded config: extending a run later with more
     -- steps does not silently reshape the learning-rate curve of the steps already done.

@@ -58,6 +58,10 @@ function M.new(cfg, opts)
     self.generic_heldout = data.generic_heldout
 
     local mc = cfg.model
+    if mc.context ~= nil and mc.context ~= self.src.seq_len - 1 then
+        error(string.format("trainer: cfg.model.context = %s, but the data's sequences of %d tokens give %d",
+                            tostring(mc.context), self.src.seq_len, self.src.seq_len - 1), 2)
+    end
     mc.context = self.src.seq_len - 1
     mc.vocab = mc.vocab or self.src.vocab
     self.align_batch = cfg.align_batch or cfg.batch

@@ -14,7 +14,8 @@
 --   default  nil where the trainer derives the value (the doc says from what)
 --   min/max  inclusive bounds; above: exclusive lower bound
 --   data     the key holds data (tensors, lists, directories): part of the cfg, never --set
---   derived  set by the trainer itself from the data (model.context): refused in a cfg
+--   derived  set by the trainer from the data (model.context): not a --set key; a cfg that
+--            gives it (a recorded one) must agree with the data (trainer/run.lua)
 local M = {}
 
 local E = {}
@@ -274,9 +275,6 @@ function M.check(cfg, where, level)
                                      #close > 0 and ("close matches: " .. table.concat(close, ", "))
                                          or ("known " .. (prefix == "" and "keys" or prefix .. " keys")
                                              .. ": " .. table.concat(known, ", ")))
-            end
-            if e.derived then
-                return string.format("%s: %s is not set in a configuration: it is %s", where, path, e.doc)
             end
             local bad = M.check_value(e, v)
             if bad then
