@@ -275,6 +275,11 @@ end
 -- What an experiment prints at its end: its tables (<out>/table.md, <out>/table.csv), and its
 -- figures (<out>/plots). opts: metrics (list), reference (label), claims, plot, title,
 -- column / ylabel (the curve figures), pareto = {x =, y =} (metrics of the Pareto figure).
+-- What the tables' numbers are (notes.md of every experiment).
+M.INTERVALS = "Numbers: mean [95% Student-t interval over seeds, n - 1 degrees of freedom]; with one seed, "
+              .. "the value and (n=1). A paired difference (x - reference) is taken over the seeds both cells "
+              .. "ran; the noise floor is the reference's own seed-to-seed sd and its mean |ref(s_i) - ref(s_j)| "
+              .. "over seed pairs."
 M.METRICS = {"specific_final", "specific_best", "specific_gap", "spikes", "generic_final",
              "l1_mean", "epochs_max", "epochs_mean", "basis_mean"}
 M.FORMATS = {spikes = "%.1f", epochs_max = "%.1f", epochs_mean = "%.1f", accuracy = "%.1f",

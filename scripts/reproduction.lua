@@ -2,7 +2,7 @@
 -- the runs both trees hold are the same bit for bit (harness/compare.lua says what "the same"
 -- covers), how much faster or slower each run was, and how long the study command took.
 --
---   dgalua experiments/study.lua --out /tmp/again --docs /tmp/again/docs 2> /tmp/again.log
+--   dgalua scripts/study.lua --out /tmp/again --docs /tmp/again/docs 2> /tmp/again.log
 --   dgalua scripts/reproduction.lua results/study /tmp/again --log /tmp/again.log \
 --       [--out docs/reproduction.md]
 --

@@ -26,7 +26,7 @@
 --
 -- A fixed eta multiplies the raw alignments, whose scale is |g|^2 (it falls as training
 -- proceeds), so one eta fits one model size and normalisation: experiments calibrate it once
--- (experiments/calibrate_eta.lua). Non-finite alignments are an error naming the update,
+-- (scripts/calibrate_eta.lua). Non-finite alignments are an error naming the update,
 -- never NaN weights.
 local policies = require "policies"
 

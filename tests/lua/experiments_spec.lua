@@ -7,7 +7,7 @@ local h = require "tests.lua.helpers"
 local policies = require "policies"
 
 local DATA = os.getenv("DGA_SHARED_DATA") or "../shared/data"
-local C = dofile("experiments/common.lua")
+local C = require "harness.cells"
 
 local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-6) end
 

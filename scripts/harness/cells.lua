@@ -1,8 +1,7 @@
--- What the study's experiments share (experiments/lowdata.lua, mmlu_dist.lua, recover.lua,
--- quickstart.lua, calibrate_eta.lua): the command line, the DGA variants, one trained cell,
--- and the metrics read back from a run directory. Not an experiment itself; each experiment
--- loads it with
---   local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
+-- What the experiments (experiments/*.lua, harness/descriptor.lua) share: the command line,
+-- the DGA variants, one trained cell, and the metrics read back from a run directory, with
+-- what each metric means (METRIC_DOC, the notes.md of every experiment).
+--   local C = require "harness.cells"
 --
 -- The protocol (harness/sweep.lua): every (cell, seed) runs in <out>/<cell>/seed-<s> and ends
 -- with a summary.json holding the flat metrics below, so the report (scripts/report.lua)
@@ -13,6 +12,21 @@ local runinfo = require "util.runinfo"
 local stats = require "util.stats"
 
 local C = {}
+
+-- What the metrics of C.metrics mean (notes.md's column table).
+C.METRIC_DOC = {
+    specific_final = "specific held-out loss at the last evaluation (nats per token)",
+    specific_best = "lowest specific held-out loss over the run's evaluations",
+    specific_gap = "specific_final - specific_best: how much the loss rose after its best (overfitting)",
+    spikes = "evaluations whose specific loss rose above the previous one by more than 1% of the running minimum",
+    generic_final = "generic held-out loss at the last evaluation (documents kept out of the store)",
+    basis_mean = "mean held-out loss of the basis sets at the last evaluation",
+    updates = "policy updates (weights.csv rows after step 0)",
+    l1_mean = "mean L1 change of the sampling weights per update (0 for fixed policies)",
+    eta_mean = "mean step size DGA used per update",
+    epochs_max = "most epochs any domain started",
+    epochs_mean = "mean epochs over the domains drawn from",
+}
 
 -- A loss spike: an evaluation whose specific held-out loss rose, since the previous
 -- evaluation, by more than SPIKE_TAU times the running minimum of the evaluations before it.
@@ -39,15 +53,15 @@ function C.parser(name, description, out)
     return p
 end
 
-function C.parse(p)
-    local a = p:parse(arg)
+function C.parse(p, argv)
+    local a = p:parse(argv or arg)
     if a.threads and dga.set_threads then dga.set_threads(a.threads) end
     a.data_seed = a.data_seed or 1
     return a
 end
 
 -- The DGA rows of an experiment: for each beta, the fixed step (the paper's form, `eta`
--- calibrated once by experiments/calibrate_eta.lua) and the adaptive one (eta = 0.5 / std(a)).
+-- calibrated once by scripts/calibrate_eta.lua) and the adaptive one (eta = 0.5 / std(a)).
 -- Each spec carries `label`, the name of its cells; the trainer never sees it.
 function C.dga_variants(name, betas, eta, extra)
     local out = {}

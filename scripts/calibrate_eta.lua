@@ -2,14 +2,14 @@
 -- short runs of lowdata's quick model. The chosen value is frozen as ETA in lowdata.lua,
 -- recover.lua and mmlu_dist.lua (with the sweep's result in a comment there).
 --
---   dgalua experiments/calibrate_eta.lua [--etas 0.3,1,3,10,30] [--jobs 2] [--csv docs/calibrate_eta.csv]
+--   dgalua scripts/calibrate_eta.lua [--etas 0.3,1,3,10,30] [--jobs 2] [--csv docs/calibrate_eta.csv]
 --
 -- Runs `lowdata.lua --quick --targets us_legislation --seeds 1 --calibrate ETAS` (DGA with
 -- beta = 1 and each fixed eta, plus the adaptive eta for reference), then writes one CSV row per
 -- eta: final, best and final-minus-best specific loss, spikes, mean L1 change of the weights per
 -- update and mean effective eta, read from the runs' summaries. The choice rule: the lowest
 -- final specific loss; ties within 0.01 go to the smaller eta (the weights move less).
-local C = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
+local C = require "harness.cells"
 local argparse = require "argparse"
 local runinfo = require "util.runinfo"
 local csvlog = require "util.csvlog"
@@ -28,7 +28,7 @@ local a = p:parse(arg)
 
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local exe = arg[-1] or "dgalua"
-local cmd = {exe, here .. "/lowdata.lua", "--quick", "--no-plot", "--targets", a.target, "--seeds", a.seed,
+local cmd = {exe, here .. "/../experiments/lowdata.lua", "--quick", "--no-plot", "--targets", a.target, "--seeds", a.seed,
              "--jobs", a.jobs, "--threads", a.threads, "--out", a.out, "--calibrate", a.etas}
 if a.cache then cmd[#cmd + 1] = "--cache"; cmd[#cmd + 1] = a.cache end
 if a.corpus then cmd[#cmd + 1] = "--corpus"; cmd[#cmd + 1] = a.corpus end

@@ -1,7 +1,7 @@
 -- The whole study in one command: every experiment's cells as resumable sweeps, then the
 -- report (docs/results.md, generated from the run directories).
 --
---   dgalua experiments/study.lua [--jobs 2] [--seeds 1,2,3] [--quick] [--out runs/study]
+--   dgalua scripts/study.lua [--jobs 2] [--seeds 1,2,3] [--quick] [--out runs/study]
 --
 -- Runs, in this order, each into <out>/<experiment>: lowdata, mmlu_dist, recover, quickstart,
 -- with the same --seeds, --data-seed, --jobs and --threads; --quick passes through. An
