@@ -373,71 +373,59 @@ end
 
 -- ---- docs/results.md -------------------------------------------------------------------
 
--- What each experiment's section says and checks. Claims state the paper's finding; the
--- verdict comes from the paired interval.
-M.SECTIONS = {
-    {name = "lowdata", title = "Section 3.1: few tokens per domain (lowdata.lua)",
-     reference = "natural", weights_labels = {dga_fixed = true, dga_ema_fixed = true},
-     intro = "Specific held-out loss (final, best, final - best), loss spikes (an evaluation whose specific "
-          .. "loss rose above the previous one by more than 1% of the running minimum), generic held-out "
-          .. "loss, mean L1 change of the sampling weights per update, most epochs any domain went through. "
-          .. "Every domain is capped at the same token budget, so the natural mixture (proportional to the "
-          .. "tokens a domain holds) is the uniform one: those two rows are equal by construction. "
-          .. "The paper (Fan et al., 2024, section 3.1) finds that IS overfits when tokens are scarce, and "
-          .. "that DGA, with the EMA, avoids it and reaches the lowest specific loss.",
-     claims = {
-        {x = "is", y = "natural", metric = "specific_gap", better = "higher",
-         text = "IS overfits more than natural (final - best larger)"},
-        {x = "dga_ema_fixed", y = "is", metric = "specific_final", better = "lower",
-         text = "DGA + EMA (fixed eta) ends below IS"},
-        {x = "dga_ema_fixed", y = "natural", metric = "specific_final", better = "lower",
-         text = "DGA + EMA (fixed eta) ends below natural"},
-        {x = "dga_ema_std", y = "natural", metric = "specific_final", better = "lower",
-         text = "DGA + EMA (adaptive eta) ends below natural"},
-        {x = "dga_ema_fixed", y = "dga_fixed", metric = "spikes", better = "lower",
-         text = "the EMA gives fewer loss spikes than DGA without it (fixed eta)"},
-     }},
-    {name = "mmlu_dist", title = "Section 3.2: distribution reweighting towards MMLU (mmlu_dist.lua)",
-     reference = "natural", weights_labels = {dist_n1_fixed = true, dga_fixed = true},
-     pareto = {x = "basis_mean", y = "mmlu_b_loss", title = "MMLU_b loss against mean basis loss (95% CI)",
-               xlabel = "mean basis held-out loss", ylabel = "MMLU_b loss"},
-     metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share",
-                "l1_mean"},
-     intro = "MMLU_b loss (over the MMLU_b questions the notes below count), mean held-out loss of the basis sets "
-          .. "(documents the store never saw), NLL of the correct answer's text and 0-shot accuracy. The paper (section 3.2, Table 2) "
-          .. "finds that DGA distribution reweighting lowers the MMLU loss below natural while keeping the "
-          .. "basis loss low, and that it helps most where the specific set is small (MMLU_dev) or k is "
-          .. "large (a sparse IS histogram).",
-     claims = {
-        {x = "dist_n1_fixed", y = "natural", metric = "mmlu_b_loss", better = "lower",
-         text = "distribution reweighting (N + 1 bases, fixed eta) ends below natural on MMLU_b"},
-        {x = "dist_n1_fixed", y = "is", metric = "mmlu_b_loss", better = "lower",
-         text = "distribution reweighting (N + 1 bases, fixed eta) ends below IS on MMLU_b"},
-        {x = "dist_n1_fixed", y = "is", metric = "basis_mean", better = "lower",
-         text = "distribution reweighting keeps the mean basis loss below IS"},
-        {x = "dist_n1_fixed", y = "dist_n_fixed", metric = "mmlu_b_loss", better = "lower",
-         text = "the specific set's own histogram as a basis helps"},
-     }},
-    {name = "recover", title = "Theorem 1: recovering a planted mixture (recover.lua)",
-     reference = "dga_fixed",
-     metrics = {"tv_planted", "w_first", "mass_both", "tv_natural", "specific_final"},
-     intro = "The specific set is a known mixture of two store domains. tv_planted is the total-variation "
-          .. "distance between DGA's final weights and the planted mixture, w_first the first source's share "
-          .. "of the two sources' weight (planted: 0.7), mass_both their total weight, tv_natural the natural "
-          .. "mixture's distance to the planted one; the static grid locates the best static mixture (notes "
-          .. "below). Theorem 1 (Fan et al., 2024) says DGA's weights approach the mixture that "
-          .. "minimises the specific loss.",
-     claims = {
-        {x = "dga_fixed", metric = "tv_planted", y = "dga_fixed", y_metric = "tv_natural", better = "lower",
-         text = "DGA (fixed eta) ends closer to the planted mixture than the natural mixture is"},
-        {x = "dga_ema_fixed", metric = "tv_planted", y = "dga_ema_fixed", y_metric = "tv_natural",
-         better = "lower", text = "DGA + EMA (fixed eta) ends closer to the planted mixture than natural"},
-        {x = "dga_std", metric = "tv_planted", y = "dga_std", y_metric = "tv_natural", better = "lower",
-         text = "DGA (adaptive eta) ends closer to the planted mixture than natural"},
-     }},
-    {name = "quickstart", title = "Quickstart (quickstart.lua)", reference = "uniform",
-     intro = "The short demo: uniform against DGA on one target."},
-}
+-- The descriptor of the experiment whose runs are in dir (harness/descriptor.lua): the one
+-- <dir>/experiment.json names, else the script its summaries name, else experiments/<name>.lua
+-- of this repository. nil when none loads.
+local function descriptor_of(dir, name)
+    local descriptor = require "harness.descriptor"
+    local tried = {}
+    local ej = dir .. "/experiment.json"
+    if runinfo.is_file(ej) then
+        local ok, e = pcall(read_json, ej)
+        if ok and type(e) == "table" and type(e.descriptor) == "string" then tried[#tried + 1] = e.descriptor end
+    end
+    local first = runinfo.find_summaries(dir)[1]
+    if first then
+        local ok, s = pcall(read_json, first)
+        if ok and type(s) == "table" and type(s.script) == "string" then
+            tried[#tried + 1] = s.script
+            tried[#tried + 1] = runinfo.repo_root() .. "/" .. s.script
+        end
+    end
+    tried[#tried + 1] = runinfo.repo_root() .. "/experiments/" .. name .. ".lua"
+    for _, path in ipairs(tried) do
+        if runinfo.is_file(path) then
+            local ok, d = pcall(descriptor.load, path)
+            if ok and d.name == name then return d end
+        end
+    end
+    return nil
+end
+
+-- The sections of a study: one per experiment directory under it whose descriptor loads, in
+-- the descriptors' order, each with what the descriptor says (title, intro, reference,
+-- metrics, claims, figures).
+function M.sections(study)
+    local out = {}
+    for _, name in ipairs(runinfo.list(study)) do
+        local dir = study .. "/" .. name
+        if runinfo.is_dir(dir) then
+            local d = descriptor_of(dir, name)
+            if d then
+                local r = d.report or {}
+                out[#out + 1] = {name = name, order = d.order, title = d.title or name, intro = r.intro or d.about,
+                                 reference = r.reference, metrics = r.metrics, claims = d.claims,
+                                 pareto = r.pareto, column = r.column, weights_labels = r.weights_labels}
+            end
+        end
+    end
+    table.sort(out, function(p, q)
+        local op, oq = p.order or math.huge, q.order or math.huge
+        if op ~= oq then return op < oq end
+        return p.name < q.name
+    end)
+    return out
+end
 
 -- "2026-11-25T08:12:06Z" -> seconds; only differences of these are used, so the time zone
 -- os.time assumes cancels out.
@@ -455,7 +443,7 @@ end
 -- Returns the markdown table, or nil when no run recorded its times.
 function M.timing(study)
     local rows, first, last = {}, nil, nil
-    for _, sec in ipairs(M.SECTIONS) do
+    for _, sec in ipairs(M.sections(study)) do
         local n, sum, lo, hi = 0, 0, nil, nil
         for _, path in ipairs(runinfo.find_summaries(study .. "/" .. sec.name)) do
             local s = read_json(path)
@@ -498,7 +486,8 @@ function M.results(study, docs, opts)
         table.insert(out, 3, "**" .. opts.note .. "**")
         table.insert(out, 4, "")
     end
-    for _, sec in ipairs(M.SECTIONS) do
+    local sections = M.sections(study)
+    for _, sec in ipairs(sections) do
         local dir = study .. "/" .. sec.name
         if runinfo.is_dir(dir) then
             local claims = sec.claims
@@ -530,7 +519,7 @@ function M.results(study, docs, opts)
         if f then written[f] = true end
     end
     for name in lfs.dir(docs) do
-        for _, sec in ipairs(M.SECTIONS) do
+        for _, sec in ipairs(sections) do
             if name:sub(1, #sec.name + 1) == sec.name .. "_" and name:match("%.png$") and not written[name] then
                 os.remove(docs .. "/" .. name)
             end

@@ -67,7 +67,8 @@ function M.document(a, b, log, note)
     end
     local total = {compared = 0, same = 0, different = 0}
     local body = {}
-    for _, sec in ipairs(report.SECTIONS) do
+    local sections = report.sections(a)
+    for _, sec in ipairs(sections) do
         local da, db = a .. "/" .. sec.name, b .. "/" .. sec.name
         if runinfo.is_dir(da) and runinfo.is_dir(db) then
             local res = compare.trees(da, db)
@@ -101,7 +102,7 @@ function M.document(a, b, log, note)
         out[#out + 1] = ""
         out[#out + 1] = "| experiment | wall seconds | hours |"
         out[#out + 1] = "|---|---:|---:|"
-        for _, sec in ipairs(report.SECTIONS) do
+        for _, sec in ipairs(sections) do
             local s = log.seconds[sec.name]
             if s then
                 out[#out + 1] = string.format("| %s%s | %d | %.2f |", sec.name,

@@ -3,13 +3,15 @@
 --
 --   dgalua scripts/study.lua [--jobs 2] [--seeds 1,2,3] [--quick] [--out runs/study]
 --
--- Runs, in this order, each into <out>/<experiment>: lowdata, mmlu_dist, recover, quickstart,
--- with the same --seeds, --data-seed, --jobs and --threads; --quick passes through. An
+-- Runs every experiment descriptor under experiments/ (harness/descriptor.lua) that takes part
+-- in the study, in their `order`, each into <out>/<experiment>, with the same --seeds,
+-- --data-seed, --jobs and --threads and the descriptor's own study.args (quickstart: --quick);
+-- --quick passes through. A new experiment file joins the study with no edit here. An
 -- interrupted study resumes where it stopped when run again (finished cells are skipped).
 -- Then scripts/report.lua writes <docs>/results.md and its figures (default docs/; with
 -- --quick <out>/docs, so a smoke run never replaces the committed results).
 --
--- Time, estimated from timed cells (CPU seconds, /usr/bin/time, one thread each, measured on
+-- Time (the first edition's four experiments), estimated from timed cells (CPU seconds, /usr/bin/time, one thread each, measured on
 -- 2026-11-24 while the machine was shared, so per-op times are if anything high): a full-size
 -- lowdata cell at 120 of its 600 steps took 7.2 s (natural) and 10.6 s (DGA + EMA, k = 64) after
 -- 2.3 s of setup, i.e. 36 s and 53 s for a whole cell. From those, by steps, alignment batches
@@ -40,6 +42,7 @@ p:option("--threads", "OpenBLAS threads per process.", "1")
 p:option("--cache", "Store cache.")
 p:option("--corpus", "Corpus directory.")
 p:option("--only", "Run only these experiments (comma separated).")
+p:option("--experiments", "Directory of experiment descriptors (default: the repository's experiments/).")
 p:flag("--no-report", "Skip the report.")
 local a = p:parse(arg)
 
@@ -47,7 +50,12 @@ local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local exe = arg[-1] or "dgalua"
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
-local EXPERIMENTS = {"lowdata", "mmlu_dist", "recover", "quickstart"}
+-- Every experiment under --experiments whose descriptor takes part in the study, in its order.
+local descriptor = require "harness.descriptor"
+local experiments = {}
+for _, d in ipairs(descriptor.list(a.experiments or (here .. "/../experiments"))) do
+    if d.study ~= false then experiments[#experiments + 1] = d end
+end
 local only
 if a.only then
     only = {}
@@ -55,12 +63,17 @@ if a.only then
 end
 local failed = {}
 local t_all = runinfo.now()
-for _, name in ipairs(EXPERIMENTS) do
+for _, d in ipairs(experiments) do
+    local name = d.name
     if not only or only[name] then
-        local cmd = {exe, here .. "/" .. name .. ".lua", "--out", a.out .. "/" .. name, "--seeds", a.seeds,
+        local cmd = {exe, d.path, "--out", a.out .. "/" .. name, "--seeds", a.seeds,
                      "--data-seed", a.data_seed, "--jobs", a.jobs, "--threads", a.threads, "--no-plot"}
-        -- quickstart is the short demo: its small configuration in the study too.
-        if a.quick or name == "quickstart" then cmd[#cmd + 1] = "--quick" end
+        local extra = type(d.study) == "table" and d.study.args or {}
+        local quick = a.quick
+        for _, v in ipairs(extra) do
+            if v == "--quick" then quick = true else cmd[#cmd + 1] = v end
+        end
+        if quick then cmd[#cmd + 1] = "--quick" end
         if a.cache then cmd[#cmd + 1] = "--cache"; cmd[#cmd + 1] = a.cache end
         if a.corpus then cmd[#cmd + 1] = "--corpus"; cmd[#cmd + 1] = a.corpus end
         local parts = {}
