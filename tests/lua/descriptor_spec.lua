@@ -1,0 +1,96 @@
+-- Experiment descriptors (scripts/harness/descriptor.lua): an experiment written as one file
+-- outside the repository runs as a script, joins the study and appears in the generated
+-- report, with no edit anywhere else.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
+package.path = here .. "/?.lua;" .. package.path
+local h = require "helpers"
+local descriptor = require "harness.descriptor"
+
+local function abs(p)
+    if p:sub(1, 1) == "/" then return p end
+    return require("lfs").currentdir() .. "/" .. p
+end
+
+-- A toy experiment on the trainer fixture's synthetic domains (no corpus): uniform against
+-- DGA, 8 steps, with one claim.
+local function toy_source(tests_dir)
+    return string.format([[
+package.path = %q .. "/?.lua;" .. package.path
+local C = require "harness.cells"
+local fixture = require "trainer_fixture"
+return require("harness.descriptor").define({
+    name = "toy", order = 9, title = "A toy experiment (toy.lua)", about = "Uniform against DGA on three tiny domains.",
+    study = {args = {"--quick"}},
+    preset = function(a) return {steps = a.quick and 8 or 16} end,
+    cells = function(x)
+        local out = {}
+        for _, spec in ipairs(C.policies(x.a, {{name = "uniform"}, {name = "dga", beta = 0.5, eta = 1}})) do
+            out[#out + 1] = {id = "toy/" .. C.label(spec), group = "toy", policy = spec}
+        end
+        return out
+    end,
+    run_cell = function(x, cell, seed, dir, topts)
+        local cfg = fixture.config(dir, {seed = seed, steps = x.steps, checkpoint_every = 0,
+                                         policy = C.policy_config(cell.policy)})
+        return C.train(cfg, seed, dir, x.a, topts)
+    end,
+    cell_names = "toy/<policy>: the fixture's three domains under each policy.",
+    report = {reference = "uniform", metrics = {"specific_final", "l1_mean"}, intro = "The toy's own intro line."},
+    claims = {{id = "toy_dga_moves", source = "ours", x = "dga", y = "uniform", metric = "l1_mean",
+               better = "higher", text = "DGA moves its weights more than uniform"}},
+}, ...)
+]], tests_dir)
+end
+
+describe("experiment descriptors", function()
+    it("checks a descriptor's fields and its claims, naming what is wrong", function()
+        local ok, err = pcall(descriptor.check, {name = "x", cells = print, run_cell = print, celss = 1}, "x.lua")
+        assert.is_false(ok)
+        h.contains(err, "x.lua: unknown field 'celss'")
+        ok, err = pcall(descriptor.check, {name = "x", cells = print}, "x.lua")
+        assert.is_false(ok)
+        h.contains(err, "x.lua: a descriptor needs run_cell")
+        ok, err = pcall(descriptor.check, {name = "x", cells = print, run_cell = print,
+                                           claims = {{id = "c", source = "paper", x = "a", y = "b", metric = "m",
+                                                      better = "lower", text = "t"}}}, "x.lua")
+        assert.is_false(ok)
+        h.contains(err, "a paper claim quotes its sentence (quote) and names its section (section)")
+    end)
+
+    it("loads every experiment of the repository without running it", function()
+        local list = descriptor.list("experiments")
+        local names = {}
+        for _, d in ipairs(list) do names[#names + 1] = d.name end
+        assert.are.same({"lowdata", "mmlu_dist", "recover", "quickstart"}, names)
+    end)
+
+    it("runs one written elsewhere under --quick, and the study and the report take it in", function()
+        if not h.DGALUA then pending("DGALUA is not set (run through tests/run)") return end
+        local dir, study, docs = h.tmpdir("toy"), h.tmpdir("study"), h.tmpdir("docs")
+        h.write(dir .. "/toy.lua", toy_source(abs(here)))
+        local code, stdout, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1,2 --threads 1 --no-plot --out %s",
+                                                   h.shell_quote(h.DGALUA), dir, h.shell_quote(study .. "/toy")),
+                                     dir .. "/err.txt")
+        assert.are.equal(0, code, stdout .. stderr)
+        h.contains(stdout, "| dga | 2 |")
+        local notes = h.read(study .. "/toy/notes.md")
+        h.contains(notes, "toy/<policy>: the fixture's three domains under each policy.")
+        h.contains(notes, "| l1_mean | mean L1 change of the sampling weights per update")
+        h.contains(notes, "Seeds per cell: 2 cells with 2 seeds.")
+        -- the report finds the descriptor beside the runs and gives its section and claim
+        require("report").results(study, docs, {plot = false, quiet = true})
+        local md = h.read(docs .. "/results.md")
+        h.contains(md, "## A toy experiment (toy.lua)")
+        h.contains(md, "The toy's own intro line.")
+        h.contains(md, "DGA moves its weights more than uniform: dga.l1_mean - uniform.l1_mean = ")
+        -- the study runs every descriptor of its experiments directory, this one included
+        local s2 = h.tmpdir("study2")
+        code, stdout, stderr = h.run(string.format("%s scripts/study.lua --experiments %s --out %s --seeds 1 --jobs 1 "
+                                                   .. "--no-report", h.shell_quote(h.DGALUA), dir, s2),
+                                     dir .. "/err2.txt")
+        assert.are.equal(0, code, stdout .. stderr)
+        h.contains(stderr, "== study: toy finished")
+        assert.is_truthy(h.read(s2 .. "/toy/toy/dga/seed-1/summary.json"))
+        for _, d in ipairs{dir, study, docs, s2} do h.rm(d) end
+    end)
+end)
