@@ -518,9 +518,14 @@ function M.results(study, docs, opts)
         local f = line:match("^!%[[^%]]*%]%(([^)]+)%)$")
         if f then written[f] = true end
     end
+    -- Experiment names: this study's and every experiment of the repository's.
+    local names = {}
+    for _, sec in ipairs(sections) do names[#names + 1] = sec.name end
+    local okl, list = pcall(require("harness.descriptor").list, runinfo.repo_root() .. "/experiments")
+    for _, d in ipairs(okl and list or {}) do names[#names + 1] = d.name end
     for name in lfs.dir(docs) do
-        for _, sec in ipairs(sections) do
-            if name:sub(1, #sec.name + 1) == sec.name .. "_" and name:match("%.png$") and not written[name] then
+        for _, exp_name in ipairs(names) do
+            if name:sub(1, #exp_name + 1) == exp_name .. "_" and name:match("%.png$") and not written[name] then
                 os.remove(docs .. "/" .. name)
             end
         end
