@@ -419,12 +419,7 @@ function M.sections(study)
             end
         end
     end
-    table.sort(out, function(p, q)
-        local op, oq = p.order or math.huge, q.order or math.huge
-        if op ~= oq then return op < oq end
-        return p.name < q.name
-    end)
-    return out
+    return require("harness.descriptor").sort(out)
 end
 
 -- "2026-11-25T08:12:06Z" -> seconds; only differences of these are used, so the time zone

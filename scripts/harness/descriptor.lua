@@ -115,12 +115,18 @@ function M.list(dir)
     for _, f in ipairs(runinfo.list(dir)) do
         if f:match("%.lua$") then out[#out + 1] = M.load(dir .. "/" .. f) end
     end
-    table.sort(out, function(p, q)
+    return M.sort(out)
+end
+
+-- Sorts a list of tables with `order` and `name` (descriptors, report sections) into study
+-- order: by order (none last), then by name. Returns the list.
+function M.sort(list)
+    table.sort(list, function(p, q)
         local op, oq = p.order or math.huge, q.order or math.huge
         if op ~= oq then return op < oq end
         return p.name < q.name
     end)
-    return out
+    return list
 end
 
 -- ---- running one ------------------------------------------------------------------------
