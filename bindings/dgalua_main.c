@@ -51,6 +51,7 @@
 static lua_State *volatile g_L;          /* the state a running chunk can be interrupted in */
 static volatile sig_atomic_t g_sigint;   /* Ctrl-C seen while waiting for input */
 static int g_debug;                      /* --debug / DGALUA_DEBUG=1: always a traceback */
+static int g_usage_error;                /* the error was a usage error: exit status 2 */
 
 /* ------------------------------------------------------------------ messages and calls */
 
@@ -114,7 +115,18 @@ static int msghandler(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+        /* scripts/cli/errors.lua's values: a user's mistake, said in one line; a usage
+         * mistake also sets the exit status */
+        if (lua_type(L, 1) == LUA_TTABLE) {
+            lua_getfield(L, 1, "usage");
+            g_usage_error = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        }
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+            if (!g_debug) return 1;
+            luaL_traceback(L, L, lua_tostring(L, -1), 1);
+            return 1;
+        }
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     } else if (!g_debug && lua_type(L, 1) == LUA_TSTRING && !is_bug_message(msg)) {
         lua_pushstring(L, msg + lua_position_len(msg));
@@ -216,7 +228,7 @@ static void print_usage(FILE *out)
             "Errors: a mistake in the input (a missing file, a bad value) prints one line; a bug\n"
             "prints a traceback. Exit status: 0 success, 1 runtime error, 2 usage error.\n"
             "Environment: DGA_THREADS, DGALUA_SCRIPTS (the scripts/ directory put on\n"
-            "package.path), DGALUA_HISTORY, DGALUA_DEBUG=1 (as --debug).\n");
+            "package.path), DGALUA_HISTORY, DGALUA_DEBUG=1 or DGA_TRACEBACK=1 (as --debug).\n");
 }
 
 /* Parses interpreter options; returns 0 on success. Mirrors lua.c: options end at the
@@ -715,7 +727,8 @@ static int pmain(lua_State *L)
         return 0;
     }
     const char *dbg = getenv("DGALUA_DEBUG");
-    g_debug = c.debug || (dbg && *dbg && strcmp(dbg, "0") != 0);
+    const char *tb = getenv("DGA_TRACEBACK");
+    g_debug = c.debug || (dbg && *dbg && strcmp(dbg, "0") != 0) || (tb && *tb && strcmp(tb, "0") != 0);
     luaL_checkversion(L);
     luaL_openlibs(L);
     set_threads(c.threads);
@@ -731,7 +744,8 @@ static int pmain(lua_State *L)
     if (run_exec_options(L, argc, argv, c.script) != LUA_OK) return 0;
     if (c.script) {
         int status = run_script(L, argc, argv, c.script);
-        if (status == LUA_ERRFILE) ma->exit_code = EXIT_USAGE;   /* no such script: the command is wrong */
+        /* no such script, or a usage error value: the command is wrong */
+        if (status == LUA_ERRFILE || g_usage_error) ma->exit_code = EXIT_USAGE;
         if (status != LUA_OK) return 0;
     }
     if (c.interactive) {

@@ -638,8 +638,9 @@ local function run_here(o, pair, argv, key)
     end
     local t0 = runinfo.now()
     local ok, res = xpcall(o.run_cell, function(e)
-        -- A usage error or a Ctrl-C ends the sweep; any other error fails this pair only.
-        if type(e) == "table" and e.usage then return e end
+        -- A usage error, a user-code error (a policy's: every cell of it would fail the same
+        -- way) or a Ctrl-C ends the sweep; any other error fails this pair only.
+        if require("cli.errors").is(e) then return e end
         local msg = tostring(e)
         if msg:find("interrupted!", 1, true) or msg:find("interrupted (in ", 1, true) then
             return overrides.usage_error(msg)
@@ -647,7 +648,7 @@ local function run_here(o, pair, argv, key)
         return debug.traceback(msg, 2)
     end, pair.cell, pair.seed, pair.dir, topts)
     if not ok then
-        if type(res) == "table" and res.usage then error(res, 0) end
+        if require("cli.errors").is(res) then error(res, 0) end
         return nil, tostring(res)
     end
     local where = string.format("cell %s, seed %d", pair.cell.id, pair.seed)

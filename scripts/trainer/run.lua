@@ -177,14 +177,47 @@ function Run:evaluate(announce)
     return out
 end
 
--- Sets the sampling mixture from a policy's output (over K components).
-function Run:apply_weights(w)
-    if not sources.is_tensor(w) then w = dga.tensor(w, "float32") end
-    if #w ~= self.K then
-        error(string.format("policy '%s' returned %d weights, expected %d", self.cfg.policy.name,
-                            #w, self.K), 2)
+-- A policy's failure as one line: the policy, its file, the phase (init / update at step N)
+-- and what was wrong (cli/errors: the sweep stops, dgalua prints no traceback).
+function Run:policy_error(phase, step, what)
+    local name = self.cfg.policy.name
+    local file = name:match("%.lua$") and name
+                 or package.searchpath("policies." .. name, package.path) or ("policies/" .. name .. ".lua")
+    return require("cli.errors").user(string.format("policy '%s' (%s), %s: %s", self.policy.name or name, file,
+        phase == "init" and "init" or ("update at step " .. step), what))
+end
+
+-- Calls the policy's init (step 0) or update; returns its weights, checked once here: a
+-- float32 tensor of K finite, non-negative weights summing to 1.
+function Run:policy_weights(phase, step)
+    local ok, w = pcall(self.policy[phase], self.policy, self.ctx, step)
+    if not ok then
+        if require("cli.errors").is(w) then error(w, 0) end
+        local msg = tostring(w)
+        if msg:find("interrupted", 1, true) then error(w, 0) end
+        -- a message the policy raised itself ("policy 'x': ...") needs neither its position
+        -- nor its own prefix again; a runtime error keeps its file and line
+        msg = msg:gsub("^[^\n]-%.lua:%d+: policy '[^']*': ", "")
+        error(self:policy_error(phase, step, msg), 0)
     end
-    dga.check_distribution(w, "policy weights")
+    local what
+    if not sources.is_tensor(w) then
+        what = string.format("returned %s, expected a float32 tensor of %d weights (dga.tensor{...})",
+                             type(w) == "table" and "a plain Lua table" or ("a " .. type(w)), self.K)
+    elseif w:dtype() ~= "float32" then
+        what = string.format("returned a %s tensor, expected float32", w:dtype())
+    elseif #w ~= self.K then
+        what = string.format("returned %d weights, expected %d", #w, self.K)
+    else
+        local okd, err = pcall(dga.check_distribution, w, "its weights")
+        if not okd then what = tostring(err) end
+    end
+    if what then error(self:policy_error(phase, step, what), 0) end
+    return w
+end
+
+-- Sets the sampling mixture from checked weights over K components.
+function Run:apply_weights(w)
     self.weights = w:clone()
     self.sampler:set_weights(self.space:mix(w))
 end
@@ -244,7 +277,7 @@ function Run:start_fresh()
         self.logs = logs.null()
     end
     self:refresh_ctx(0)
-    self:apply_weights(self.policy:init(self.ctx))
+    self:apply_weights(self:policy_weights("init", 0))
     self.ctx.history[#self.ctx.history + 1] = self.weights:clone()
     self.logs:weight_rows(0, self.space:logged_weights(self.weights))
     self:write_metrics(0, 0, nil, nil, nil, self:evaluate())
@@ -262,7 +295,7 @@ function Run:start_resume()
     end
     if not path then error("resume: no complete checkpoint in " .. self.dir, 3) end
     if self.writer then rundir.remove_tmp(self.dir) end
-    self.policy:init(self.ctx)
+    self:policy_weights("init", 0)
     local start = self:load_checkpoint(path)
     self.step = start
     if self.writer then
@@ -283,7 +316,7 @@ function Run:update_policy(step)
     self:refresh_ctx(step)
     self.last_align = nil
     for key in pairs(ctx.pending_log) do ctx.pending_log[key] = nil end
-    self:apply_weights(self.policy:update(ctx, step))
+    self:apply_weights(self:policy_weights("update", step))
     self.train_losses:reset_interval()
     ctx.history[#ctx.history + 1] = self.weights:clone()
     self.logs:weight_rows(step, self.space:logged_weights(self.weights))
@@ -310,13 +343,19 @@ function Run:train()
     if self.writer then self.lock = dga.lock(self.dir .. "/.lock") end
     -- On an error the logs are closed and the lock released at once, without raising again
     -- over the error.
-    local _ <close> = setmetatable({}, {__close = function(_, err) if err then self:close(true) end end})
+    local _ <close> = setmetatable({}, {__close = function(_, err)
+        if err then
+            if self.prog then self.prog:finish() end   -- the error starts on a line of its own
+            self:close(true)
+        end
+    end})
     local start = self.opts.resume and self:start_resume() or self:start_fresh()
     if start >= cfg.steps then return self:finished(start) end
     self.logs:domains(self.space:domain_rows())
 
     local tokens_per_step = cfg.batch * (self.src.seq_len - 1)
     local prog = (cfg.progress and not self.opts.quiet) and progress_line(cfg, cfg.steps) or nil
+    self.prog = prog
     if prog and prog.start then prog:start(start) end
     local sum_loss, sum_norm, n_acc = 0, 0, 0
     local last = {}
