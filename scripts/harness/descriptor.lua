@@ -28,7 +28,9 @@
 --
 -- A claim: {id =, source = "paper" | "ours", section =, quote = (the paper's sentence; "paper"
 -- claims only), question = (what "ours" asks), x = cell label, y = cell label, metric =,
--- y_metric = (default metric), better = "lower" | "higher", text = (the comparison in words)}.
+-- y_metric = (default metric), better = "lower" | "higher", text = (the comparison in words),
+-- where = (a Lua pattern: only the groups it matches, e.g. "/b%d+$" for the regimes with a
+-- limit), margin = (a non-inferiority claim: x is no worse than y by more than margin)}.
 -- The report decides it by the paired difference x - y over seeds in every group holding both.
 local M = {}
 
@@ -45,7 +47,8 @@ local FIELDS = {
 local REQUIRED = {"name", "cells", "run_cell"}
 local CLAIM_FIELDS = {id = "string", source = "string", section = "string", quote = "string",
                       question = "string", x = "string", y = "string", metric = "string",
-                      y_metric = "string", better = "string", text = "string"}
+                      y_metric = "string", better = "string", text = "string", where = "string",
+                      margin = "number"}
 
 local function fail(where, msg) error(string.format("%s: %s", where, msg), 0) end
 
