@@ -156,6 +156,25 @@ local function weights_key(w)
     return table.concat(parts, ",")
 end
 
+-- The cheap check made at every policy update under data parallelism, whatever
+-- check_replicas says: one number per rank (sum of i * w_i, in index order) gathered and
+-- compared, so a policy that decides differently on one rank stops the run at that update
+-- instead of training different mixtures unnoticed.
+function D:check_weights(step, weights)
+    if self.size == 1 then return end
+    local sum = 0
+    for i = 1, #weights do sum = sum + i * weights[i] end
+    local mine = string.format("%a", sum)
+    local differs = dga.allgather(dga.tensor({mine ~= self:from_root(mine) and 1 or 0}))
+    for r = 2, #differs do
+        if differs[r] ~= 0 then
+            error(string.format("trainer: step %d: the mixture weights of rank %d differ from rank 0's: the "
+                                .. "policy decided differently on the ranks (it must be deterministic given "
+                                .. "its inputs)", step, r - 1), 0)
+        end
+    end
+end
+
 function D:check_replicas(model, step, weights)
     if not self.check then return end
     local params, mix = model:checksum(), weights_key(weights)

@@ -230,6 +230,7 @@ function Run:update_policy(step)
     self.last_align = nil
     for key in pairs(ctx.pending_log) do ctx.pending_log[key] = nil end
     self:apply_weights(self:policy_weights("update", step))
+    self.dp:check_weights(step, self.weights)
     self.train_losses:reset_interval()
     ctx.history[#ctx.history + 1] = self.weights:clone()
     self.logs:weight_rows(step, self.space:logged_weights(self.weights))

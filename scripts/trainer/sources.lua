@@ -31,6 +31,21 @@ local function check_seqs(t, what, L)
 end
 M.check_seqs = check_seqs
 
+-- Every token id of the run's own tensors within the vocabulary, checked up front (an id out
+-- of range would otherwise fail the first alignment round or evaluation that reads it).
+local function check_ids(t, what, vocab)
+    local lo, hi = t:min(), t:max()
+    if lo >= 0 and hi < vocab then return end
+    local bad = lo < 0 and lo or hi
+    local flat, n = t:reshape(#t), #t
+    local at = 1
+    for i = 1, n do if flat[i] == bad then at = i break end end
+    local L = t:shape()[2]
+    error(string.format("trainer: %s holds token id %d at [%d,%d], outside the vocabulary [0, %d) of the "
+                        .. "training data", what, math.tointeger(bad) or bad, (at - 1) // L + 1, (at - 1) % L + 1,
+                        vocab), 3)
+end
+
 -- Copies tokens [first, first + T) of the flat view `flat` into row b of out (B x T).
 local function put_row(out, b, flat, first, T)
     out:narrow(b, 1):copy_(flat:narrow(first, T):reshape(1, T))
@@ -220,6 +235,13 @@ function M.prepare(cfg)
             check_seqs(b.heldout, "basis[" .. j .. "].heldout", L)
             data.basis_eval[j] = head(b.heldout, cfg.eval_max)
         end
+    end
+    local vocab = (cfg.model and cfg.model.vocab) or src.vocab
+    check_ids(spec.train, "specific.train", vocab)
+    check_ids(spec.heldout, "specific.heldout", vocab)
+    if cfg.generic_heldout then check_ids(cfg.generic_heldout, "generic_heldout", vocab) end
+    for j, b in ipairs(data.basis) do
+        if b.heldout then check_ids(b.heldout, "basis[" .. j .. "].heldout", vocab) end
     end
     return data
 end

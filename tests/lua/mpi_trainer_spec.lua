@@ -254,13 +254,13 @@ print("rank " .. rank .. " should never finish")
         h.contains(err, "rank 1 of 2 exits with status 1; aborting the job")
         -- rank 1 changes `mutation` (Lua, with the Run r in scope) after step 2; the check at
         -- step 4 must stop the job before it finishes
-        local function drifts(name, mutation, expected)
+        local function drifts(name, mutation, expected, over)
             local c, out, e = run("two", string.format([[
-trainer.run(fixture.config(dir .. '/%s', {check_replicas = true}), {quiet = true, hooks = {after_step = function(step, r)
+trainer.run(fixture.config(dir .. '/%s', %s), {quiet = true, hooks = {after_step = function(step, r)
   if step == 2 and rank == 1 then %s end
 end}})
 print("finished")
-]], name, mutation))
+]], name, over or "{check_replicas = true}", mutation))
             assert.are_not.equal(0, c)
             assert.is_nil(out:find("finished", 1, true))
             h.contains(e, expected)
@@ -268,8 +268,11 @@ print("finished")
         drifts("drift", "local p = r.model:params(); p[1] = p[1] + 1e-3; r.model:set_params(p)",
                "check_replicas: step 4: the parameters of rank 1 differ from rank 0's")
         -- a policy that decides differently on one rank: the same parameters, other weights
+        -- (the cheap weights check at every update finds it first, with check_replicas or without)
         drifts("drift-mix", "local a = r.policy.alpha; a[1] = a[1] * 1.5; a:normalize_()",
-               "check_replicas: step 4: the mixture weights of rank 1 differ from rank 0's")
+               "step 4: the mixture weights of rank 1 differ from rank 0's: the policy decided differently")
+        drifts("drift-mix-default", "local a = r.policy.alpha; a[1] = a[1] * 1.5; a:normalize_()",
+               "step 4: the mixture weights of rank 1 differ from rank 0's: the policy decided differently", "{}")
     end)
 
     it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 returns", function()

@@ -109,3 +109,18 @@ describe("usage mistakes", function()
         h.rm(out)
     end)
 end)
+
+describe("the trainer's inputs", function()
+    it("refuse a token id outside the vocabulary up front, naming the tensor and the position", function()
+        local dir = h.tmpdir("oov")
+        local cfg = fixture.config(dir .. "/run", {steps = 4})
+        cfg.specific.train = cfg.specific.train:clone()
+        cfg.specific.train[20] = 460   -- row 2, column 3 of 17-token rows
+        local ok, err = pcall(trainer.run, cfg, {quiet = true})
+        assert.is_false(ok)
+        h.contains(tostring(err), "specific.train holds token id 460 at [2,3], outside the vocabulary [0, 32)")
+        -- nothing was trained: the check comes before the run directory is written
+        assert.is_nil(io.open(dir .. "/run/metrics.csv"))
+        h.rm(dir)
+    end)
+end)
