@@ -110,6 +110,29 @@ local function metric_table(rows, metric)
                          "ref mean gap"}, t)
 end
 
+-- <out>/aggregate.csv (one row per cell and metric) and <out>/aggregate.json (the rows and
+-- the cells with their reference), atomically.
+local function write(o, rows, metrics, order, cells, ref_of)
+    local lines = {csvlog.format_record(COLUMNS, #COLUMNS)}
+    for _, r in ipairs(rows) do
+        local vals = {}
+        for j, col in ipairs(COLUMNS) do vals[j] = r[col] end
+        lines[#lines + 1] = csvlog.format_record(vals, #COLUMNS)
+    end
+    runinfo.write_atomic(o.out .. "/aggregate.csv", table.concat(lines))
+    local cell_list = {}
+    for _, id in ipairs(order) do
+        local c = cells[id]
+        if c then
+            cell_list[#cell_list + 1] = {id = id, group = c.group, policy = c.policy,
+                                         reference = ref_of[c.group] and ref_of[c.group].id or nil}
+        end
+    end
+    runinfo.write_atomic(o.out .. "/aggregate.json", json.encode({
+        metrics = metrics, reference = type(o.reference) == "string" and o.reference or nil,
+        cells = cell_list, rows = rows}, {indent = true}) .. "\n")
+end
+
 function M.run(o)
     assert(type(o) == "table" and o.out, "aggregate: out is required")
     local cells, ids = collect(o.out, o.group_of)
@@ -174,26 +197,7 @@ function M.run(o)
         end
     end
 
-    if o.write ~= false then
-        local lines = {csvlog.format_record(COLUMNS, #COLUMNS)}
-        for _, r in ipairs(rows) do
-            local vals = {}
-            for j, col in ipairs(COLUMNS) do vals[j] = r[col] end
-            lines[#lines + 1] = csvlog.format_record(vals, #COLUMNS)
-        end
-        runinfo.write_atomic(o.out .. "/aggregate.csv", table.concat(lines))
-        local cell_list = {}
-        for _, id in ipairs(order) do
-            local c = cells[id]
-            if c then
-                cell_list[#cell_list + 1] = {id = id, group = c.group, policy = c.policy,
-                                             reference = ref_of[c.group] and ref_of[c.group].id or nil}
-            end
-        end
-        runinfo.write_atomic(o.out .. "/aggregate.json", json.encode({
-            metrics = metrics, reference = type(o.reference) == "string" and o.reference or nil,
-            cells = cell_list, rows = rows}, {indent = true}) .. "\n")
-    end
+    if o.write ~= false then write(o, rows, metrics, order, cells, ref_of) end
 
     local text = {}
     for _, m in ipairs(metrics) do

@@ -12,14 +12,19 @@
 --   config.lua      the full configuration; tensors in it are data/<path>.npy, referenced as
 --                   {tensor_file = "data/<path>.npy"} (rundir/config.lua)
 --   metrics.csv     step,tokens,lr,train_loss,grad_norm,specific_loss,generic_loss,
---                   basis_<j>_loss...,seconds
---   weights.csv     step,domain,weight (long form)
+--                   basis_<j>_loss...,seconds (every eval_every steps; train_loss and
+--                   grad_norm are means since the last row; a basis column per basis set with
+--                   a held-out set)
+--   weights.csv     step,domain,weight (long form: the sampling weights at step 0 and at each
+--                   update, or the weights over the bases in distribution mode; for
+--                   k > sparse_k only the entries above weights_min)
 --   alignments.csv  step,domain,align,loss,grad_norm,target_loss,target_norm: one row per
 --                   component of each alignment round (absent when the policy never aligns)
 --   policy.csv      step,key,value: every field the policy passed to ctx.log at its update
 --                   at `step`, one row per field (long form, so a key first logged at a later
 --                   update needs no new column), whether or not the policy aligned
---   epochs.csv      step,domain,epochs,drawn,capped
+--   epochs.csv      step,domain,epochs,drawn,capped (at every metrics row; k > sparse_k: only
+--                   domains drawn from; capped = 1 once a domain reached the epoch cap)
 --   domains.csv     domain,name,size,available (rewritten whole)
 --   events.log      one line per event (a domain reaching the epoch cap)
 --   ckpt-<step>.safetensors, latest   checkpoints (rundir/checkpoints.lua)

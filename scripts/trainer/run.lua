@@ -307,10 +307,8 @@ function Run:train()
     local tokens_per_step = cfg.batch * (self.src.seq_len - 1)
     local prog = (cfg.progress and not self.opts.quiet) and progress_line(cfg, cfg.steps) or nil
     if prog and prog.start then prog:start(start) end
-    local sum_loss, sum_norm, n_acc = 0, 0, 0
-    local last = {}
-    local model, opt, sampler = self.model, self.opt, self.sampler
-    local dp = self.dp
+    local sum_loss, sum_norm, n_acc, last = 0, 0, 0, {}
+    local model, opt, sampler, dp = self.model, self.opt, self.sampler, self.dp
     local first, rows = dp:rows(cfg.batch)
     for step = start + 1, cfg.steps do
         local lr = self.lr_at(step)
