@@ -17,10 +17,8 @@
 -- report.results(study_dir, docs_dir, opts).
 local runinfo = require "util.runinfo"
 local rundir = require "rundir"
-local csvlog = require "util.csvlog"
 local seeds = require "harness.seeds"
 local figs = require "harness.figures"
-local lfs = require "lfs"
 
 local M = {}
 
@@ -169,7 +167,7 @@ function M.experiment(name, out, opts)
     for _, c in ipairs{"diff_mean", "diff_lo", "diff_hi", "floor_sd", "floor_gap"} do cols[#cols + 1] = c end
     local tmp = out .. "/table.csv.tmp"
     os.remove(tmp)
-    local log = csvlog.open(tmp, cols)
+    local log = require("util.csvlog").open(tmp, cols)
     for _, r in ipairs(csv_rows) do log:write(r) end
     log:close()
     os.rename(tmp, out .. "/table.csv")
@@ -358,7 +356,7 @@ function M.results(study, docs, opts)
         local f = line:match("^!%[[^%]]*%]%(([^)]+)%)$")
         if f then written[f] = true end
     end
-    for name in lfs.dir(docs) do
+    for name in require("lfs").dir(docs) do
         for _, sec in ipairs(M.SECTIONS) do
             if name:sub(1, #sec.name + 1) == sec.name .. "_" and name:match("%.png$") and not written[name] then
                 os.remove(docs .. "/" .. name)

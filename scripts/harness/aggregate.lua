@@ -37,7 +37,6 @@
 --                                      difference smaller than this is within the noise of a
 --                                      single pair of runs. Empty with fewer than 2 seeds.
 local runinfo = require "util.runinfo"
-local json = require "util.json"
 local stats = require "util.stats"
 local csvlog = require "util.csvlog"
 local seeds = require "harness.seeds"
@@ -128,7 +127,7 @@ local function write(o, rows, metrics, order, cells, ref_of)
                                          reference = ref_of[c.group] and ref_of[c.group].id or nil}
         end
     end
-    runinfo.write_atomic(o.out .. "/aggregate.json", json.encode({
+    runinfo.write_atomic(o.out .. "/aggregate.json", require("util.json").encode({
         metrics = metrics, reference = type(o.reference) == "string" and o.reference or nil,
         cells = cell_list, rows = rows}, {indent = true}) .. "\n")
 end

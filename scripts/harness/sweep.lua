@@ -82,7 +82,6 @@
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
 -- strips the `label` field a policy spec carries.
 local runinfo = require "util.runinfo"
-local json = require "util.json"
 local rundir = require "rundir"
 local overrides = require "cli.overrides"
 local progress = require "cli.progress"
@@ -444,7 +443,7 @@ local function cell_text(cell)
         end
         return "<" .. t .. ">"
     end
-    return json.encode(plain(cell))
+    return require("util.json").encode(plain(cell))
 end
 
 -- run_cell's table as flat metrics: numbers, strings and booleans kept; a table of numbers

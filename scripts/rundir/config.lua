@@ -5,12 +5,13 @@ local runinfo = require "util.runinfo"
 
 local M = {}
 
--- A dga tensor (the check trainer/sources.lua makes; rundir does not require the trainer).
-local function is_tensor(v)
+-- Whether v is a dga tensor (trainer/sources.lua uses this one too).
+function M.is_tensor(v)
     if type(v) ~= "userdata" then return false end
     local mt = getmetatable(v)
     return type(mt) == "table" and mt.__name == "dga.tensor"
 end
+local is_tensor = M.is_tensor
 
 -- Tensors inside the config, with their dotted paths ("specific.train", "basis.2.heldout").
 local function collect_tensors(v, path, out, seen)

@@ -47,13 +47,13 @@ local csvlog = require "util.csvlog"
 local json = require "util.json"
 local runinfo = require "util.runinfo"
 local stats = require "util.stats"
-local checkpoints = require "rundir.checkpoints"
-local config = require "rundir.config"
-local logs = require "rundir.logs"
 
 local M = {}
 
 -- The writing side, and the checkpoints.
+local checkpoints = require "rundir.checkpoints"
+local config = require "rundir.config"
+local logs = require "rundir.logs"
 M.open_logs, M.truncate_logs, M.null_logs = logs.open, logs.truncate_to, logs.null
 M.metric_columns = logs.metric_columns
 M.save_config, M.load_config = config.save_config, config.load_config

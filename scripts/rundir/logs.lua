@@ -94,22 +94,28 @@ function Logs:alignment(step, r, K)
     self.align:flush()
 end
 
--- The fields a policy passed to ctx.log during its update at `step`: one row per field, keys
--- sorted. A value is a number, a string or a boolean; anything else is an error naming the
--- field (a value that cannot be written must not vanish).
-function Logs:policy_fields(step, fields, policy_name)
+-- The policy.csv rows of the fields a policy passed to ctx.log during its update at `step`:
+-- one per field, keys sorted. A value is a number, a string or a boolean; anything else is an
+-- error naming the field (a value that cannot be written must not vanish).
+function M.policy_rows(step, fields, policy_name)
     local keys = {}
     for key in pairs(fields) do keys[#keys + 1] = key end
     table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-    for _, key in ipairs(keys) do
+    local rows = {}
+    for i, key in ipairs(keys) do
         local v, t = fields[key], type(fields[key])
         if type(key) ~= "string" or (t ~= "number" and t ~= "string" and t ~= "boolean") then
             error(string.format("policy '%s': ctx.log field %s is a %s: policy.csv takes numbers, "
                                 .. "strings and booleans keyed by name", tostring(policy_name),
                                 tostring(key), t), 0)
         end
-        self.policy:write_list{step, key, v}
+        rows[i] = {step, key, v}
     end
+    return rows
+end
+
+function Logs:policy_fields(step, fields, policy_name)
+    for _, row in ipairs(M.policy_rows(step, fields, policy_name)) do self.policy:write_list(row) end
     self.policy:flush()
 end
 
@@ -149,10 +155,11 @@ function Logs:event(msg)
 end
 
 -- The logs of a rank that does not write (data parallelism: rank 0 writes): every method
--- does nothing.
+-- does nothing, but policy fields that cannot be written raise here as on rank 0.
 function M.null()
     local function nothing() end
-    return setmetatable({}, {__index = function() return nothing end})
+    local function check(_, step, fields, name) M.policy_rows(step, fields, name) end
+    return setmetatable({policy_fields = check}, {__index = function() return nothing end})
 end
 
 -- Closes every log; a failed final write is an error unless `quiet` (after another error).
