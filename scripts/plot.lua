@@ -11,7 +11,7 @@
 -- The .gp scripts stay next to the figures so a figure can be restyled by hand.
 -- As a module (require "plot"): plot.loss_figure(runs, out, opts), plot.weights_figure(run,
 -- out, opts), plot.read_run(dir), plot.run_gnuplot(script_path).
-local csvlog = require "util.csvlog"
+local rundir = require "rundir"
 local runinfo = require "util.runinfo"
 
 local M = {}
@@ -26,21 +26,20 @@ local function basename(p) return (p:gsub("/+$", ""):match("([^/]+)$")) or p end
 
 local function safe(s) return (tostring(s):gsub("[^%w%-_.]", "_")) end
 
--- Everything plots need from a run directory.
+-- Everything plots need from a run directory (read through scripts/rundir).
 function M.read_run(dir)
+    local rd = rundir.open(dir)
     local run = {dir = dir, name = basename(dir)}
-    local ok, cfg = pcall(runinfo.read_config, dir .. "/config.lua")
+    local ok, cfg = pcall(rd.config, rd, {tensors = false})
     if ok and type(cfg) == "table" then
         run.config = cfg
         run.policy = cfg.policy and cfg.policy.name
         if cfg.name and cfg.name ~= "run" then run.name = cfg.name end
     end
-    run.metrics = csvlog.read_records(dir .. "/metrics.csv")
-    if not run.metrics then error(dir .. ": no metrics.csv (not a run directory?)", 2) end
-    run.weights = csvlog.read_records(dir .. "/weights.csv") or {}
-    local doms = csvlog.read_records(dir .. "/domains.csv") or {}
-    run.domain_names = {}
-    for _, r in ipairs(doms) do run.domain_names[r.domain] = tostring(r.name) end
+    if not rd:has("metrics.csv") then error(dir .. ": no metrics.csv (not a run directory?)", 2) end
+    run.metrics = rd:metrics()
+    run.weights = rd:weights()
+    run.domain_names = rd:domain_names()
     return run
 end
 

@@ -16,104 +16,24 @@
 -- (the experiments call it at the end: table, CSV and figures of one experiment),
 -- report.results(study_dir, docs_dir, opts).
 local runinfo = require "util.runinfo"
-local csvlog = require "util.csvlog"
-local lfs = require "lfs"
+local rundir = require "rundir"
+local seeds = require "harness.seeds"
+local figs = require "harness.figures"
 
 local M = {}
 
 local function stats() return require "util.stats" end
 
-local function read_json(path)
-    local ok, json = pcall(require, "util.json")
-    if ok then return json.read_file(path) end
-    local dk = require "dkjson"
-    local text = runinfo.read_file(path)
-    local v, _, err = dk.decode(text or "")
-    if v == nil then error(path .. ": " .. tostring(err), 0) end
-    return v
-end
-
-local function to_number(v)
-    if type(v) == "number" then return v end
-    if v == "nan" then return 0 / 0 end
-    if v == "inf" then return math.huge end
-    if v == "-inf" then return -math.huge end
-    return nil
-end
-
--- The cells of an experiment's output directory:
---   {order = {cell ids in order found}, cells = {[id] = {id, group, label,
---    seeds = {[seed] = {metric = number}}, dirs = {[seed] = run dir}}}}
--- A cell's group is its id without the last component (its policy), its label that component.
+-- The cells of an experiment's output directory (harness/seeds.collect, the seed aggregation
+-- harness/aggregate.lua uses too): {order = {cell ids in order found}, cells = {[id] = {id,
+-- group, label, seeds = {[seed] = {metric = number}}, dirs = {[seed] = run dir}}}}. A cell's
+-- group is its id without the last component (its policy), its label that component.
 function M.collect(dir)
-    local col = {order = {}, cells = {}}
-    local base = dir:gsub("/+$", "")
-    for _, path in ipairs(runinfo.find_summaries(base)) do
-        local s = read_json(path)
-        local run_dir = path:gsub("/summary%.json$", "")
-        local rel = run_dir:sub(#base + 2)
-        local id = s.cell or s.cell_id or s.id or rel:gsub("/seed%-[^/]+$", "")
-        local seed = tonumber(s.seed) or tonumber(rel:match("seed%-(%d+)$")) or 1
-        local cell = col.cells[id]
-        if not cell then
-            cell = {id = id, group = id:match("^(.*)/[^/]+$") or "", label = id:match("([^/]+)$"),
-                    seeds = {}, dirs = {}}
-            col.cells[id] = cell
-            col.order[#col.order + 1] = id
-        end
-        local m = {}
-        local src = type(s.metrics) == "table" and s.metrics or s
-        for key, v in pairs(src) do
-            local x = to_number(v)
-            if x and key ~= "seed" and key ~= "data_seed" then m[key] = x end
-        end
-        cell.seeds[seed], cell.dirs[seed] = m, run_dir
-    end
-    return col
+    return seeds.collect(dir:gsub("/+$", ""), seeds.default_group)
 end
 
--- Groups in order, each the list of its cells in order.
-function M.groups(col)
-    local order, by = {}, {}
-    for _, id in ipairs(col.order) do
-        local c = col.cells[id]
-        if not by[c.group] then
-            by[c.group] = {}
-            order[#order + 1] = c.group
-        end
-        table.insert(by[c.group], c)
-    end
-    return order, by
-end
-
-local function values_of(cell, metric)
-    local xs = {}
-    for seed, m in pairs(cell.seeds) do
-        if m[metric] ~= nil and m[metric] == m[metric] then xs[seed] = m[metric] end
-    end
-    return xs
-end
-
-local function seed_list(xs)
-    local out = {}
-    for _, v in pairs(xs) do out[#out + 1] = v end
-    return out
-end
-
--- The numbers of one table cell: summary over seeds, paired difference to the reference and
--- the noise floor (the reference's sd over seeds and mean |ref_i - ref_j| over seed pairs).
-function M.compare(cell, ref, metric)
-    local st = stats()
-    local xs = values_of(cell, metric)
-    local r = {summary = st.summary(xs)}
-    if ref and ref ~= cell then
-        local ys = values_of(ref, metric)
-        r.diff = st.paired(xs, ys)
-        r.floor_sd = st.summary(ys).sd
-        r.floor_gap = st.mean_pair_gap(seed_list(ys))
-    end
-    return r
-end
+M.groups = seeds.groups
+local values_of = seeds.values
 
 local function fmt_summary(s, f)
     f = f or "%.4f"
@@ -138,7 +58,6 @@ end
 -- A markdown table of one group: rows = cells, columns = metrics (mean [CI]), then for the
 -- first metric the paired difference to the reference and its noise floor.
 function M.group_table(cells, metrics, ref_label, fmts)
-    local st = stats()
     local ref
     for _, c in ipairs(cells) do if c.label == ref_label then ref = c end end
     -- The reference first, then the cells in their order.
@@ -155,18 +74,15 @@ function M.group_table(cells, metrics, ref_label, fmts)
     local lines = {"| " .. table.concat(head, " | ") .. " |",
                    "|" .. string.rep("---|", #head)}
     local csv = {}
-    local floor_sd, floor_gap
-    if ref then
-        local ys = values_of(ref, key)
-        floor_sd, floor_gap = st.summary(ys).sd, st.mean_pair_gap(seed_list(ys))
-    end
+    local floor = ref and seeds.compare(ref, ref, key) or {}
+    local floor_sd, floor_gap = floor.ref_sd, floor.ref_gap
     for _, c in ipairs(ordered) do
         local n = 0
         for _ in pairs(c.seeds) do n = n + 1 end
         local row = {c.label, tostring(n)}
         local rec = {cell = c.id, seeds = n}
         for i, m in ipairs(metrics) do
-            local r = M.compare(c, ref, m)
+            local r = seeds.compare(c, ref, m)
             row[#row + 1] = fmt_summary(r.summary, (fmts or {})[m])
             rec[m .. "_mean"], rec[m .. "_lo"], rec[m .. "_hi"] = r.summary.mean, r.summary.ci_lo, r.summary.ci_hi
             if i == 1 and ref then
@@ -205,71 +121,6 @@ function M.claims(groups, by, claims)
         end
     end
     return lines
-end
-
--- Mean and 95% interval of a metrics.csv column against step, over a cell's seeds (steps
--- every seed logged).
-function M.curve(cell, column)
-    local per_step, count, nseeds = {}, {}, 0
-    for _, dir in pairs(cell.dirs) do
-        nseeds = nseeds + 1
-        for _, r in ipairs(csvlog.read_records(dir .. "/metrics.csv") or {}) do
-            local v = r[column]
-            if type(v) == "number" and v == v and type(r.step) == "number" then
-                per_step[r.step] = per_step[r.step] or {}
-                table.insert(per_step[r.step], v)
-                count[r.step] = (count[r.step] or 0) + 1
-            end
-        end
-    end
-    local steps = {}
-    for st, n in pairs(count) do if n == nseeds then steps[#steps + 1] = st end end
-    table.sort(steps)
-    local rows = {}
-    for _, st in ipairs(steps) do
-        local s = stats().summary(per_step[st])
-        rows[#rows + 1] = {st, s.mean, s.ci_lo, s.ci_hi}
-    end
-    return rows
-end
-
-local function safe(s) return (tostring(s):gsub("[^%w%-_.]", "_")) end
-
--- Figures of one experiment into <out>/plots: per group, the `column` curves (mean, CI band)
--- of every cell; the weights of the first seed of every cell whose weights change.
-function M.figures(col, out, opts)
-    local plot = require "plot"
-    local made = {}
-    local groups, by = M.groups(col)
-    local column = opts.column or "specific_loss"
-    for _, g in ipairs(groups) do
-        local series = {}
-        for _, c in ipairs(by[g]) do
-            local rows = M.curve(c, column)
-            if #rows > 0 then series[#series + 1] = {name = c.label, rows = rows} end
-        end
-        if #series > 0 then
-            local f = plot.band_figure(out, "curves_" .. safe(g ~= "" and g or "all"), series,
-                {title = string.format("%s%s: %s (mean over seeds, 95%% CI band)", opts.name or "",
-                                       g ~= "" and (" " .. g) or "", opts.ylabel or column:gsub("_", " ")),
-                 ylabel = opts.ylabel or column})
-            made[#made + 1] = f
-        end
-        for _, c in ipairs(by[g]) do
-            local seeds = {}
-            for s in pairs(c.dirs) do seeds[#seeds + 1] = s end
-            table.sort(seeds)
-            local m = c.seeds[seeds[1]] or {}
-            if (m.updates or 0) > 0 and (not opts.weights_labels or opts.weights_labels[c.label]) then
-                local run = plot.read_run(c.dirs[seeds[1]])
-                run.name = c.id:gsub("/", "_") .. "_seed" .. seeds[1]
-                local f = plot.weights_figure(run, out, {top = opts.top or 8,
-                    title = "mixture weights: " .. c.id .. ", seed " .. seeds[1]})
-                if f then made[#made + 1] = f end
-            end
-        end
-    end
-    return made
 end
 
 -- What an experiment prints at its end: its tables (<out>/table.md, <out>/table.csv), and its
@@ -321,7 +172,7 @@ function M.experiment(name, out, opts)
     for _, c in ipairs{"diff_mean", "diff_lo", "diff_hi", "floor_sd", "floor_gap"} do cols[#cols + 1] = c end
     local tmp = out .. "/table.csv.tmp"
     os.remove(tmp)
-    local log = csvlog.open(tmp, cols)
+    local log = require("util.csvlog").open(tmp, cols)
     for _, r in ipairs(csv_rows) do log:write(r) end
     log:close()
     os.rename(tmp, out .. "/table.csv")
@@ -331,7 +182,7 @@ function M.experiment(name, out, opts)
     end
     local figures = {}
     if opts.plot ~= false then
-        figures = M.figures(col, out .. "/plots", {name = name, column = opts.column, ylabel = opts.ylabel,
+        figures = figs.figures(col, out .. "/plots", {name = name, column = opts.column, ylabel = opts.ylabel,
                                                     weights_labels = opts.weights_labels})
         if opts.pareto then
             -- One Pareto figure per group (a specific set at one k).
@@ -339,9 +190,9 @@ function M.experiment(name, out, opts)
                 local o = {}
                 for key, v in pairs(opts.pareto) do o[key] = v end
                 o.filter = function(c) return c.group == g end
-                o.stem = "pareto_" .. safe(g)
+                o.stem = "pareto_" .. figs.safe(g)
                 o.title = (opts.pareto.title or "Pareto") .. ": " .. g
-                local f = M.pareto(col, out .. "/plots", o)
+                local f = figs.pareto(col, out .. "/plots", o)
                 if f then figures[#figures + 1] = f end
             end
         end
@@ -350,25 +201,6 @@ function M.experiment(name, out, opts)
         end
     end
     return {col = col, md = md, figures = figures}
-end
-
--- The Pareto figure: one point per cell (or per cell of opts.groups), x / y metrics with their
--- intervals over seeds.
-function M.pareto(col, out, o)
-    local pts = {}
-    for _, id in ipairs(col.order) do
-        local c = col.cells[id]
-        if not o.filter or o.filter(c) then
-            local sx, sy = stats().summary(values_of(c, o.x)), stats().summary(values_of(c, o.y))
-            if sx.n and sx.n > 0 and sy.n and sy.n > 0 then
-                pts[#pts + 1] = {name = o.filter and c.label or c.id, x = sx.mean, x_lo = sx.ci_lo, x_hi = sx.ci_hi,
-                                 y = sy.mean, y_lo = sy.ci_lo, y_hi = sy.ci_hi}
-            end
-        end
-    end
-    if #pts == 0 then return nil end
-    return require("plot").pareto_figure(out, o.stem or "pareto", pts,
-        {title = o.title, xlabel = o.xlabel, ylabel = o.ylabel})
 end
 
 -- ---- docs/results.md -------------------------------------------------------------------
@@ -381,12 +213,12 @@ local function descriptor_of(dir, name)
     local tried = {}
     local ej = dir .. "/experiment.json"
     if runinfo.is_file(ej) then
-        local ok, e = pcall(read_json, ej)
+        local ok, e = pcall(require("util.json").read_file, ej)
         if ok and type(e) == "table" and type(e.descriptor) == "string" then tried[#tried + 1] = e.descriptor end
     end
-    local first = runinfo.find_summaries(dir)[1]
+    local first = rundir.find(dir)[1]
     if first then
-        local ok, s = pcall(read_json, first)
+        local ok, s = pcall(rundir.read_summary, first)
         if ok and type(s) == "table" and type(s.script) == "string" then
             tried[#tried + 1] = s.script
             tried[#tried + 1] = runinfo.repo_root() .. "/" .. s.script
@@ -440,8 +272,8 @@ function M.timing(study)
     local rows, first, last = {}, nil, nil
     for _, sec in ipairs(M.sections(study)) do
         local n, sum, lo, hi = 0, 0, nil, nil
-        for _, path in ipairs(runinfo.find_summaries(study .. "/" .. sec.name)) do
-            local s = read_json(path)
+        for _, dir in ipairs(rundir.find(study .. "/" .. sec.name)) do
+            local s = rundir.read_summary(dir)
             local fin, secs = iso_seconds(s.finished), tonumber(s.seconds)
             if fin and secs then
                 n, sum = n + 1, sum + secs
@@ -518,7 +350,7 @@ function M.results(study, docs, opts)
     for _, sec in ipairs(sections) do names[#names + 1] = sec.name end
     local okl, list = pcall(require("harness.descriptor").list, runinfo.repo_root() .. "/experiments")
     for _, d in ipairs(okl and list or {}) do names[#names + 1] = d.name end
-    for name in lfs.dir(docs) do
+    for name in require("lfs").dir(docs) do
         for _, exp_name in ipairs(names) do
             if name:sub(1, #exp_name + 1) == exp_name .. "_" and name:match("%.png$") and not written[name] then
                 os.remove(docs .. "/" .. name)

@@ -12,30 +12,15 @@
 --   sources.lua     the data: domains, budgets, hold-outs, the specific and basis sets
 --   space.lua       the mixture space the policy weighs: leaf domains or basis distributions
 --   align.lua       an alignment round and its normalisation
---   logs.lua        the CSV logs
 --   checkpoint.lua  the checkpoint schema
---   rundir.lua      the run directory: checkpoints, "latest", config.lua and data/
---
--- The run directory gets:
---   metrics.csv     step,tokens,lr,train_loss,grad_norm,specific_loss,generic_loss,
---                   basis_<j>_loss...,seconds   (train_loss, grad_norm: means since last row)
---   weights.csv     step,domain,weight  (long form; the sampling weights, or the distribution
---                   weights over the N bases in distribution mode; for k > sparse_k only
---                   the entries above weights_min, default 1e-3 / k: a thousandth of the
---                   uniform share, so DGA's floor weights are not written k times a round)
---   alignments.csv  step,domain,align,loss,grad_norm,target_loss,target_norm + the fields the
---                   policy passes to ctx.log (g_spe_sq, mean_abs_a, std_a, ...)
---   epochs.csv      step,domain,epochs,drawn,capped (at every metrics row; k > sparse_k: only
---                   domains drawn from; capped = 1 once a domain reached cfg.epoch_cap)
---   domains.csv     domain,name,size,available
---   config.lua      the full configuration; tensors in it (specific set, held-out sets,
---                   histograms, tensor domains) are saved as data/<path>.npy and referenced
---                   as {tensor_file = "data/<path>.npy"}, so a run directory resumes alone
---   ckpt-<step>.safetensors + latest   checkpoints (trainer/checkpoint.lua has the schema);
---                   "latest" names the last complete one.
--- Only `seconds` differs between an interrupted-and-resumed run and an uninterrupted one
--- (same seed, same thread count): resume truncates the CSVs to the checkpoint's step (a
--- torn last line included) and appends.
+-- The run directory it writes (config.lua and data/, metrics.csv, weights.csv,
+-- alignments.csv, policy.csv, epochs.csv, domains.csv, events.log, checkpoints and "latest")
+-- is the run-directory module's, scripts/rundir/init.lua, which describes every file and
+-- reads them back. Only `seconds` differs between an interrupted-and-resumed run and an
+-- uninterrupted one (same seed, same thread count): resume truncates the CSVs to the
+-- checkpoint's step (a torn last line included) and appends. The sampling weights in
+-- weights.csv are, for k > sparse_k, only the entries above weights_min (default 1e-3 / k:
+-- a thousandth of the uniform share, so DGA's floor weights are not written k times a round).
 --
 -- Configuration (defaults in trainer/config.lua):
 --   run_dir, name, seed, steps, batch, T_r, eval_every, checkpoint_every (multiple of
@@ -69,7 +54,7 @@
 -- checkpoint), hooks = {after_step = fn(step, run), before_pointer = fn(step, run)}.
 local config = require "trainer.config"
 local run = require "trainer.run"
-local rundir = require "trainer.rundir"
+local rundir = require "rundir"
 local sources = require "trainer.sources"
 
 local M = {}

@@ -4,7 +4,8 @@
 --   local res = aggregate{out = "runs/lowdata", metrics = {"specific_final"},
 --                         reference = "natural", group_of = function(cell_id) ... end}
 --
--- Reads every <out>/<cell id>/seed-<s>/summary.json (written by harness.sweep), and writes
+-- Reads every <out>/<cell id>/seed-<s>/summary.json (written by harness.sweep) through
+-- harness/seeds.lua (the seed aggregation it shares with scripts/report.lua), and writes
 -- <out>/aggregate.csv and <out>/aggregate.json (atomically), prints a table per metric
 -- (quiet = true: not), and returns {rows = {...}, cells = {...}}.
 --
@@ -36,46 +37,18 @@
 --                                      difference smaller than this is within the noise of a
 --                                      single pair of runs. Empty with fewer than 2 seeds.
 local runinfo = require "util.runinfo"
-local json = require "util.json"
 local stats = require "util.stats"
 local csvlog = require "util.csvlog"
+local seeds = require "harness.seeds"
 
 local M = {}
 
--- Every summary.json of a sweep directory: {path, summary}; the walk stops at run
--- directories (seed-<n>) and skips data/ and plots/ directories.
-function M.find(out)
-    local found = {}
-    local function walk(dir, depth)
-        if depth > 12 then return end
-        for _, name in ipairs(runinfo.list(dir)) do
-            local path = dir .. "/" .. name
-            if runinfo.is_dir(path) and name ~= "data" and name ~= "plots" then
-                if name:match("^seed%-%d+$") then
-                    local s = path .. "/summary.json"
-                    if runinfo.is_file(s) then found[#found + 1] = s end
-                else
-                    walk(path, depth + 1)
-                end
-            end
-        end
-    end
+-- The cells of a sweep directory (harness/seeds.collect), its errors prefixed "aggregate:".
+local function collect(out, group_of)
     if not runinfo.is_dir(out) then error("aggregate: " .. tostring(out) .. " is not a directory", 0) end
-    walk(out, 0)
-    local list = {}
-    for _, path in ipairs(found) do
-        local s = json.read_file(path)
-        if type(s) ~= "table" or type(s.cell) ~= "string" or type(s.metrics) ~= "table"
-           or math.type(s.seed) ~= "integer" then
-            error("aggregate: " .. path .. ": not a sweep summary (needs cell, seed and metrics)", 0)
-        end
-        list[#list + 1] = {path = path, summary = s}
-    end
-    return list
-end
-
-local function default_group(id)
-    return id:match("^(.*)/[^/]+$") or ""
+    local ok, col = pcall(seeds.collect, out, group_of)
+    if not ok then error("aggregate: " .. tostring(col), 0) end
+    return col.cells, col.order
 end
 
 local function is_reference(cell, reference)
@@ -84,45 +57,9 @@ local function is_reference(cell, reference)
     return cell.policy == reference or cell.id:match("([^/]+)$") == reference or cell.id == reference
 end
 
--- Cells of a sweep: id -> {id, group, policy, values = {metric -> {seed -> number}}}.
-local function collect(list, group_of)
-    local cells, ids = {}, {}
-    for _, e in ipairs(list) do
-        local s = e.summary
-        local c = cells[s.cell]
-        if not c then
-            local fields = type(s.fields) == "table" and s.fields or {}
-            c = {id = s.cell, values = {}, seeds = {}, policy = fields.policy,
-                 group = group_of and group_of(s.cell) or s.group or default_group(s.cell)}
-            c.group = tostring(c.group)
-            cells[s.cell] = c
-            ids[#ids + 1] = s.cell
-        end
-        if c.seeds[s.seed] then
-            error(string.format("aggregate: cell %s seed %d has two summaries (%s)", s.cell, s.seed, e.path), 0)
-        end
-        c.seeds[s.seed] = true
-        for name, v in pairs(s.metrics) do
-            local x = json.number(v)
-            if x then
-                c.values[name] = c.values[name] or {}
-                c.values[name][s.seed] = x
-            end
-        end
-    end
-    return cells, ids
-end
-
 local COLUMNS = {"cell", "group", "metric", "n", "mean", "sd", "se", "ci_lo", "ci_hi",
                  "reference", "diff_n", "diff_mean", "diff_sd", "diff_ci_lo", "diff_ci_hi",
                  "ref_n", "ref_sd", "ref_gap", "seeds"}
-
-local function seed_list(vals)
-    local out = {}
-    for seed in pairs(vals) do out[#out + 1] = seed end
-    table.sort(out)
-    return out
-end
 
 local function fmt(v, f) return v == nil and "" or string.format(f or "%.4f", v) end
 
@@ -172,14 +109,38 @@ local function metric_table(rows, metric)
                          "ref mean gap"}, t)
 end
 
+-- <out>/aggregate.csv (one row per cell and metric) and <out>/aggregate.json (the rows and
+-- the cells with their reference), atomically.
+local function write(o, rows, metrics, order, cells, ref_of)
+    local lines = {csvlog.format_record(COLUMNS, #COLUMNS)}
+    for _, r in ipairs(rows) do
+        local vals = {}
+        for j, col in ipairs(COLUMNS) do vals[j] = r[col] end
+        lines[#lines + 1] = csvlog.format_record(vals, #COLUMNS)
+    end
+    runinfo.write_atomic(o.out .. "/aggregate.csv", table.concat(lines))
+    local cell_list = {}
+    for _, id in ipairs(order) do
+        local c = cells[id]
+        if c then
+            cell_list[#cell_list + 1] = {id = id, group = c.group, policy = c.policy,
+                                         reference = ref_of[c.group] and ref_of[c.group].id or nil}
+        end
+    end
+    runinfo.write_atomic(o.out .. "/aggregate.json", require("util.json").encode({
+        metrics = metrics, reference = type(o.reference) == "string" and o.reference or nil,
+        cells = cell_list, rows = rows}, {indent = true}) .. "\n")
+end
+
 function M.run(o)
     assert(type(o) == "table" and o.out, "aggregate: out is required")
-    local list = M.find(o.out)
-    if #list == 0 then error("aggregate: no summary.json under " .. o.out, 0) end
-    local cells, ids = collect(list, o.group_of)
+    local cells, ids = collect(o.out, o.group_of)
+    if #ids == 0 then error("aggregate: no summary.json under " .. o.out, 0) end
 
     local have = {}
-    for _, c in pairs(cells) do for name in pairs(c.values) do have[name] = true end end
+    for _, c in pairs(cells) do
+        for _, m in pairs(c.seeds) do for name in pairs(m) do have[name] = true end end
+    end
     local all = {}
     for name in pairs(have) do all[#all + 1] = name end
     table.sort(all)
@@ -223,47 +184,19 @@ function M.run(o)
         if c then
             local ref = ref_of[c.group]
             for _, m in ipairs(metrics) do
-                local vals = c.values[m] or {}
-                local s = stats.summary(vals)
-                local r = {cell = id, group = c.group, metric = m, n = s.n, mean = s.mean, sd = s.sd,
-                           se = s.se, ci_lo = s.ci_lo, ci_hi = s.ci_hi,
-                           seeds = table.concat(seed_list(vals), " ")}
-                if ref then
-                    local rv = ref.values[m] or {}
-                    r.reference = ref.id
-                    local rs = stats.summary(rv)
-                    r.ref_n, r.ref_sd, r.ref_gap = rs.n, rs.sd, stats.mean_pair_gap(rv)
-                    if ref ~= c then
-                        local d = stats.paired(vals, rv)
-                        r.diff_n, r.diff_mean, r.diff_sd = d.n, d.mean, d.sd
-                        r.diff_ci_lo, r.diff_ci_hi = d.ci_lo, d.ci_hi
-                    end
-                end
-                rows[#rows + 1] = r
+                local cmp = seeds.compare(c, ref, m)
+                local st, d = cmp.summary, cmp.diff or {}
+                rows[#rows + 1] = {cell = id, group = c.group, metric = m, n = st.n, mean = st.mean,
+                                   sd = st.sd, se = st.se, ci_lo = st.ci_lo, ci_hi = st.ci_hi,
+                                   seeds = table.concat(seeds.seed_list(c, m), " "),
+                                   reference = ref and ref.id, ref_n = cmp.ref_n, ref_sd = cmp.ref_sd,
+                                   ref_gap = cmp.ref_gap, diff_n = d.n, diff_mean = d.mean,
+                                   diff_sd = d.sd, diff_ci_lo = d.ci_lo, diff_ci_hi = d.ci_hi}
             end
         end
     end
 
-    if o.write ~= false then
-        local lines = {csvlog.format_record(COLUMNS, #COLUMNS)}
-        for _, r in ipairs(rows) do
-            local vals = {}
-            for j, col in ipairs(COLUMNS) do vals[j] = r[col] end
-            lines[#lines + 1] = csvlog.format_record(vals, #COLUMNS)
-        end
-        runinfo.write_atomic(o.out .. "/aggregate.csv", table.concat(lines))
-        local cell_list = {}
-        for _, id in ipairs(order) do
-            local c = cells[id]
-            if c then
-                cell_list[#cell_list + 1] = {id = id, group = c.group, policy = c.policy,
-                                             reference = ref_of[c.group] and ref_of[c.group].id or nil}
-            end
-        end
-        runinfo.write_atomic(o.out .. "/aggregate.json", json.encode({
-            metrics = metrics, reference = type(o.reference) == "string" and o.reference or nil,
-            cells = cell_list, rows = rows}, {indent = true}) .. "\n")
-    end
+    if o.write ~= false then write(o, rows, metrics, order, cells, ref_of) end
 
     local text = {}
     for _, m in ipairs(metrics) do

@@ -7,9 +7,8 @@
 -- with a summary.json holding the flat metrics below, so the report (scripts/report.lua)
 -- reads everything from the run directories.
 local exp = require "harness.experiment"
-local csvlog = require "util.csvlog"
+local rundir = require "rundir"
 local runinfo = require "util.runinfo"
-local stats = require "util.stats"
 
 local C = {}
 
@@ -116,7 +115,8 @@ end
 --   epochs_max (most epochs any domain started), epochs_mean (mean over the domains drawn
 --   from), epochs_<domain> for the domains listed in `track` (e.g. the one IS favours).
 function C.metrics(dir)
-    local recs = csvlog.read_records(dir .. "/metrics.csv") or {}
+    local run = rundir.open(dir)
+    local recs = run:metrics()
     local spec = numbers(recs, "specific_loss")
     local m = {}
     if #spec > 0 then
@@ -128,21 +128,26 @@ function C.metrics(dir)
     end
     local gen = numbers(recs, "generic_loss")
     if #gen > 0 then m.generic_final = gen[#gen] end
-    local last = recs[#recs] or {}
-    -- keyed by basis index: stats.summary sums in index order, so the mean is the same bits in
-    -- every process (pairs() visits keys in an order that changes from process to process)
-    local basis = {}
-    for key, v in pairs(last) do
-        local i = key:match("^basis_(%d+)_loss$")
-        if i and type(v) == "number" and v == v then basis[tonumber(i)] = v end
+    local last = run:last_eval()
+    m.basis_mean = last and last.basis_mean
+    m.updates, m.l1_mean = C.weight_changes(run:weights())
+    -- The policy's logged eta at each update (policy.csv; alignments.csv in older runs).
+    local eta, n_eta = 0, 0
+    for _, r in ipairs(run:policy_log()) do
+        if tonumber(r.eta) then eta, n_eta = eta + tonumber(r.eta), n_eta + 1 end
     end
-    m.basis_mean = stats.summary(basis).mean
-    -- The L1 change per update from weights.csv (the weights applied at step 0 and at every
-    -- update), so it is measured the same way for every policy, whatever it logs. Beyond
-    -- sparse_k domains weights.csv keeps only weights above a thousandth of the uniform share;
-    -- the rest count as 0.
+    if n_eta > 0 then m.eta_mean = eta / n_eta end
+    m.epochs_max, m.epochs_mean = C.final_epochs(run:epochs())
+    return m
+end
+
+-- Policy updates and the mean L1 change of the sampling weights per update, from weights.csv
+-- (the weights applied at step 0 and at every update), so it is measured the same way for
+-- every policy, whatever it logs. Beyond sparse_k domains weights.csv keeps only weights
+-- above a thousandth of the uniform share; the rest count as 0.
+function C.weight_changes(rows)
     local by_step, steps = {}, {}
-    for _, r in ipairs(csvlog.read_records(dir .. "/weights.csv") or {}) do
+    for _, r in ipairs(rows) do
         if not by_step[r.step] then by_step[r.step] = {}; steps[#steps + 1] = r.step end
         by_step[r.step][r.domain] = r.weight
     end
@@ -154,29 +159,22 @@ function C.metrics(dir)
         for d, w in pairs(a) do if b[d] == nil then l1 = l1 + math.abs(w) end end
     end
     local updates = math.max(0, #steps - 1)
-    m.updates = updates
-    m.l1_mean = updates > 0 and l1 / updates or 0
-    -- One row per (update, domain) in alignments.csv; the policy's fields repeat on each.
-    local seen, eta, n_eta = {}, 0, 0
-    for _, r in ipairs(csvlog.read_records(dir .. "/alignments.csv") or {}) do
-        if not seen[r.step] and tonumber(r.eta) then
-            seen[r.step] = true
-            eta, n_eta = eta + tonumber(r.eta), n_eta + 1
-        end
-    end
-    if n_eta > 0 then m.eta_mean = eta / n_eta end
-    local ep = csvlog.read_records(dir .. "/epochs.csv") or {}
+    return updates, updates > 0 and l1 / updates or 0
+end
+
+-- The most epochs any domain started, and the mean over the domains drawn from, at the last
+-- step of epochs.csv.
+function C.final_epochs(rows)
     local final = 0
-    for _, r in ipairs(ep) do if r.step > final then final = r.step end end
+    for _, r in ipairs(rows) do if r.step > final then final = r.step end end
     local emax, esum, en = 0, 0, 0
-    for _, r in ipairs(ep) do
+    for _, r in ipairs(rows) do
         if r.step == final and (r.drawn or 0) > 0 then
             emax = math.max(emax, r.epochs)
             esum, en = esum + r.epochs, en + 1
         end
     end
-    m.epochs_max, m.epochs_mean = emax, en > 0 and esum / en or 0
-    return m
+    return emax, en > 0 and esum / en or 0
 end
 
 -- int32 [n, L] sequences from texts, or nil when they hold less than one sequence.

@@ -8,7 +8,7 @@
 -- and their summary.json files the same `metrics`. Numbers are compared as the text the run
 -- wrote, so "same" means the same bits, not close.
 local json = require "util.json"
-local csvlog = require "util.csvlog"
+local rundir = require "rundir"
 local runinfo = require "util.runinfo"
 local stats = require "util.stats"
 
@@ -21,20 +21,20 @@ local function runs_under(root)
     if not runinfo.is_dir(root) then error("compare: " .. root .. " is not a directory", 0) end
     local base = root:gsub("/+$", "")
     local out = {}
-    for _, path in ipairs(runinfo.find_summaries(base)) do
-        local rel = path:sub(#base + 2):gsub("/?summary%.json$", "")
+    for _, dir in ipairs(rundir.find(base)) do
+        local rel = dir:sub(#base + 2)
         if rel ~= "" then out[#out + 1] = rel end
     end
     return out
 end
 
 -- A log's rows without its `seconds` column, as one string per row; nil when absent.
-local function log_rows(path)
-    if not runinfo.is_file(path) then return nil end
-    local header, rows = csvlog.read(path)
+local function log_rows(run, name)
+    local header, rows = run:rows(name)
+    if not header then return nil end
     local keep = {}
-    for j, name in ipairs(header) do
-        if name ~= "seconds" then keep[#keep + 1] = j end
+    for j, col in ipairs(header) do
+        if col ~= "seconds" then keep[#keep + 1] = j end
     end
     local out = {}
     local function line(rec)
@@ -48,9 +48,9 @@ local function log_rows(path)
 end
 
 -- The first difference between two runs, or nil when they are the same.
-local function difference(a_dir, b_dir, sa, sb)
+local function difference(a_run, b_run, sa, sb)
     for _, name in ipairs(M.LOGS) do
-        local ra, rb = log_rows(a_dir .. "/" .. name), log_rows(b_dir .. "/" .. name)
+        local ra, rb = log_rows(a_run, name), log_rows(b_run, name)
         if (ra == nil) ~= (rb == nil) then return name .. " is in only one of the two" end
         if ra then
             if #ra ~= #rb then return string.format("%s: %d rows against %d", name, #ra - 1, #rb - 1) end
@@ -92,8 +92,8 @@ function M.trees(a, b)
     for _, r in ipairs(ra) do
         in_a[r] = true
         if in_b[r] then
-            local da, db = a .. "/" .. r, b .. "/" .. r
-            local sa, sb = json.read_file(da .. "/summary.json"), json.read_file(db .. "/summary.json")
+            local da, db = rundir.open(a .. "/" .. r), rundir.open(b .. "/" .. r)
+            local sa, sb = da:summary(), db:summary()
             res.compared = res.compared + 1
             local why = difference(da, db, sa, sb)
             if why then

@@ -215,21 +215,16 @@ end
 function M.run(cfg, a)
     local trainer = require "trainer"
     local opts = {}
-    if a.resume and trainer.latest_checkpoint(cfg.run_dir) then
-        local ck = trainer.latest_checkpoint(cfg.run_dir)
+    local run = require("rundir").open(cfg.run_dir)
+    local ck = a.resume and run:latest_checkpoint()
+    if ck then
         local step = tonumber(ck:match("ckpt%-(%d+)"))
-        if step and step >= cfg.steps then
+        local last = step and step >= cfg.steps and run:last_eval()
+        if last then
             -- Finished already: evaluate nothing again, reuse its final metrics.
-            local recs = csvlog.read_records(cfg.run_dir .. "/metrics.csv")
-            local last = recs[#recs]
-            local basis, n, s = {}, 0, 0
-            for key, v in pairs(last) do
-                local j = key:match("^basis_(%d+)_loss$")
-                if j and type(v) == "number" then basis[tonumber(j)] = v; n, s = n + 1, s + v end
-            end
             return {name = cfg.name, policy = cfg.policy.name, run_dir = cfg.run_dir,
-                    specific_loss = last.specific_loss, generic_loss = last.generic_loss,
-                    basis = basis, basis_loss = n > 0 and s / n or nil, reused = true}
+                    specific_loss = last.specific, generic_loss = last.generic,
+                    basis = last.basis, basis_loss = last.basis_mean, reused = true}
         end
         opts.resume = true
     end

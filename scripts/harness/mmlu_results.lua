@@ -19,6 +19,8 @@
 -- as the harness computes it; it is null (JSON) for n < 2. A category's and the overall
 -- accuracy are over all their questions (the harness's size-weighted mean), and their
 -- standard error is the same formula over those questions.
+local json = require "util.json"
+
 local M = {}
 
 -- The four categories and each subject's, as lm-evaluation-harness groups its mmlu_* tasks
@@ -147,75 +149,12 @@ end
 
 -- ------------------------------------------------------------------ JSON
 
--- JSON null (a Lua nil would drop the key).
-M.NULL = setmetatable({}, {__tostring = function() return "null" end})
+-- JSON null (a Lua nil would drop the key), and the mark of an array that may be empty.
+M.NULL, M.ARRAY = json.null, json.ARRAY
 
-local function is_array(t)
-    local n = #t
-    if n == 0 then return next(t) == nil and getmetatable(t) == M.ARRAY end
-    for k in pairs(t) do
-        if math.type(k) ~= "integer" or k < 1 or k > n then return false end
-    end
-    return true
-end
-M.ARRAY = {}
-
-local function encode(v, indent, out)
-    local tv = type(v)
-    if v == nil or v == M.NULL then
-        out[#out + 1] = "null"
-    elseif tv == "boolean" then
-        out[#out + 1] = tostring(v)
-    elseif tv == "number" then
-        if v ~= v or v == math.huge or v == -math.huge then
-            out[#out + 1] = "null"   -- JSON has no NaN or infinity
-        elseif math.type(v) == "integer" then
-            out[#out + 1] = string.format("%d", v)
-        else
-            -- the shortest of %.15g / %.17g that reads back as the same double
-            local short = string.format("%.15g", v)
-            out[#out + 1] = tonumber(short) == v and short or string.format("%.17g", v)
-        end
-    elseif tv == "string" then
-        out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
-            local named = {['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r"}
-            return named[c] or string.format("\\u%04x", c:byte())
-        end) .. '"'
-    elseif tv == "table" then
-        local inner = indent .. "  "
-        if is_array(v) then
-            if #v == 0 then out[#out + 1] = "[]" return end
-            out[#out + 1] = "[\n"
-            for i, x in ipairs(v) do
-                out[#out + 1] = inner
-                encode(x, inner, out)
-                out[#out + 1] = i < #v and ",\n" or "\n"
-            end
-            out[#out + 1] = indent .. "]"
-        else
-            local keys = sorted_keys(v)
-            if #keys == 0 then out[#out + 1] = "{}" return end
-            out[#out + 1] = "{\n"
-            for i, k in ipairs(keys) do
-                out[#out + 1] = inner
-                encode(tostring(k), inner, out)
-                out[#out + 1] = ": "
-                encode(v[k], inner, out)
-                out[#out + 1] = i < #keys and ",\n" or "\n"
-            end
-            out[#out + 1] = indent .. "}"
-        end
-    else
-        error("mmlu results: cannot write a " .. tv .. " as JSON", 3)
-    end
-end
-
--- JSON text with sorted keys (the same results give the same bytes).
-function M.json(v)
-    local out = {}
-    encode(v, "", out)
-    return table.concat(out) .. "\n"
-end
+-- JSON text with sorted keys (the same results give the same bytes), written by util/json.lua
+-- (the project's one JSON writer) with numbers in their shortest exact form.
+function M.json(v) return json.encode(v, {indent = true, numbers = "shortest"}) .. "\n" end
 
 -- Writes the document atomically.
 function M.write(path, doc) dga.write_file_atomic(path, M.json(doc)) end

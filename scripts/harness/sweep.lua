@@ -82,7 +82,7 @@
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
 -- strips the `label` field a policy spec carries.
 local runinfo = require "util.runinfo"
-local json = require "util.json"
+local rundir = require "rundir"
 local overrides = require "cli.overrides"
 local progress = require "util.progress"
 
@@ -389,17 +389,11 @@ function M.train(cfg, topts)
     local trainer = require "trainer"
     local s = trainer.run(cfg, topts)
     if s.specific_loss == nil and s.generic_loss == nil and s.basis_loss == nil then
-        local csvlog = require "util.csvlog"
-        local ok, recs = pcall(csvlog.read_records, cfg.run_dir .. "/metrics.csv")
-        local last = ok and recs[#recs] or nil
-        if last and last.step == s.step then
-            s.specific_loss, s.generic_loss = last.specific_loss, last.generic_loss
-            local basis = {}
-            for key, v in pairs(last) do
-                local j = key:match("^basis_(%d+)_loss$")
-                if j and type(v) == "number" then basis[tonumber(j)] = v end
-            end
-            s.basis = next(basis) and basis or nil
+        local run = rundir.open(cfg.run_dir)
+        local ok, last = pcall(run.last_eval, run, s.step)
+        if ok and last then
+            s.specific_loss, s.generic_loss = last.specific, last.generic
+            s.basis = next(last.basis) and last.basis or nil
         end
     end
     s.specific_loss, s.generic_loss = round9(s.specific_loss), round9(s.generic_loss)
@@ -558,7 +552,7 @@ local function cell_text(cell)
         end
         return "<" .. t .. ">"
     end
-    return json.encode(plain(cell))
+    return require("util.json").encode(plain(cell))
 end
 
 -- run_cell's table as flat metrics: numbers, strings and booleans kept; a table of numbers
@@ -586,11 +580,8 @@ local function flat_metrics(res, where)
 end
 
 local function read_summary(path)
-    local ok, s = pcall(json.read_file, path)
+    local ok, s = pcall(rundir.read_summary, path, true)
     if not ok then error(overrides.usage_error("sweep: " .. tostring(s)), 0) end
-    if type(s) ~= "table" or type(s.metrics) ~= "table" or type(s.cell) ~= "string" then
-        error(overrides.usage_error("sweep: " .. path .. ": not a sweep summary (no cell or metrics)"), 0)
-    end
     return s
 end
 
@@ -612,8 +603,7 @@ end
 -- Trainer options for an unfinished pair in dir.
 local function trainer_opts(dir, a)
     if a.overwrite then return {overwrite = true} end
-    local trainer = require "trainer"
-    if trainer.latest_checkpoint and trainer.latest_checkpoint(dir) then return {resume = true} end
+    if rundir.latest_checkpoint(dir) then return {resume = true} end
     for _, f in ipairs{"config.lua", "metrics.csv"} do
         if runinfo.exists(dir .. "/" .. f) then return {overwrite = true} end
     end
@@ -661,7 +651,7 @@ local function run_here(o, pair, argv, key)
         command = display_command(argv, o.argv == nil), argv = argv, key = key, sweep = o.name,
         seconds = runinfo.now() - t0, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     }
-    if writer then runinfo.write_atomic(spath, json.encode(summary, {indent = true}) .. "\n") end
+    if writer then rundir.write_summary(pair.dir, summary) end
     return summary
 end
 

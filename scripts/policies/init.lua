@@ -65,7 +65,9 @@
 --                     distribution mode: histogram-weighted over the leaves.
 --   ctx.train_count   float32 ctx.k: how many sequences that mean is over
 --   ctx.train_loss_mean  float32 ctx.k: the same mean since the start of the run
---   ctx.log(fields)   extra columns for the alignment log (also callable as ctx:log(fields))
+--   ctx.log(fields)   values to record for this update (also callable as ctx:log(fields)): each
+--                     name = number|string|boolean becomes a row of the run's policy.csv
+--                     (scripts/rundir/init.lua), whether or not the policy aligned
 local M = {}
 
 M.builtin = {"uniform", "natural", "importance", "dga", "dga_dist", "odm", "doge", "doremi"}

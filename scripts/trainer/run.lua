@@ -11,14 +11,12 @@
 local config = require "trainer.config"
 local sources = require "trainer.sources"
 local space_of = require "trainer.space"
-local logs = require "trainer.logs"
 local checkpoint = require "trainer.checkpoint"
-local rundir = require "trainer.rundir"
+local rundir = require "rundir"
 local losses = require "trainer.losses"
 local data_parallel = require "trainer.data_parallel"
 local runinfo = require "util.runinfo"
 local stats = require "util.stats"
-local csvlog = require "util.csvlog"
 
 local M = {}
 
@@ -185,14 +183,15 @@ function Run:start_fresh()
         rundir.remove_tmp(self.dir)
         rundir.clear_checkpoints(self.dir)
         rundir.save_config(self.dir, self.cfg)
-        self.logs = logs.open(self.dir, self.data.basis, "w")
+        self.logs = rundir.open_logs(self.dir, self.data.basis, "w")
     else
-        self.logs = logs.null()
+        self.logs = rundir.null_logs()
     end
     self:refresh_ctx(0)
     self:apply_weights(self:policy_weights("init", 0))
     self.ctx.history[#self.ctx.history + 1] = self.weights:clone()
     self.logs:weight_rows(0, self.space:logged_weights(self.weights))
+    self.logs:policy_fields(0, self.ctx.pending_log, self.cfg.policy.name)   -- logged by init
     self:write_metrics(0, 0, nil, nil, nil, self:evaluate())
     return 0
 end
@@ -212,10 +211,10 @@ function Run:start_resume()
     local start = self:load_checkpoint(path)
     self.step = start
     if self.writer then
-        logs.truncate_to(self.dir, start)
-        self.logs = logs.open(self.dir, self.data.basis, "a")
+        rundir.truncate_logs(self.dir, start)
+        self.logs = rundir.open_logs(self.dir, self.data.basis, "a")
     else
-        self.logs = logs.null()
+        self.logs = rundir.null_logs()
     end
     if not self.opts.quiet then
         io.stderr:write(string.format("%s: resuming from %s (step %d)\n", self.cfg.name, path, start))
@@ -234,7 +233,8 @@ function Run:update_policy(step)
     self.train_losses:reset_interval()
     ctx.history[#ctx.history + 1] = self.weights:clone()
     self.logs:weight_rows(step, self.space:logged_weights(self.weights))
-    if self.last_align then self.logs:alignment(step, self.last_align, ctx.pending_log, self.K) end
+    if self.last_align then self.logs:alignment(step, self.last_align, self.K) end
+    self.logs:policy_fields(step, ctx.pending_log, self.cfg.policy.name)
 end
 
 function Run:write_metrics(step, tokens, lr, train_loss, grad_norm, ev)
@@ -288,8 +288,7 @@ function Run:train()
     local prog = (cfg.progress and not self.opts.quiet) and progress_line(cfg, cfg.steps) or nil
     self.prog = prog
     if prog and prog.start then prog:start(start) end
-    local sum_loss, sum_norm, n_acc = 0, 0, 0
-    local last = {}
+    local sum_loss, sum_norm, n_acc, last = 0, 0, 0, {}
     local model, opt, sampler, dp = self.model, self.opt, self.sampler, self.dp
     local first, rows = dp:rows(cfg.batch)
     for step = start + 1, cfg.steps do
@@ -343,17 +342,7 @@ end
 function Run:finished(step)
     self:close()
     self.step = step
-    local ev = {basis = {}}
-    local recs = csvlog.read_records(self.dir .. "/metrics.csv") or {}
-    local row = recs[#recs]
-    if row and row.step == step then
-        local function num(v) return type(v) == "number" and v or nil end
-        ev.specific, ev.generic = num(row.specific_loss), num(row.generic_loss)
-        for key, v in pairs(row) do
-            local j = key:match("^basis_(%d+)_loss$")
-            if j then ev.basis[tonumber(j)] = num(v) end
-        end
-    end
+    local ev = rundir.open(self.dir):last_eval(step) or {basis = {}}
     local s = self:summary({eval = ev})
     s.note = string.format("%s: the run is already at step %d (asked for %d): nothing to train",
                            self.cfg.name, step, self.cfg.steps)

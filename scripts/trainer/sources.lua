@@ -9,11 +9,7 @@
 --   data.spec_train, data.spec_heldout, data.generic_heldout, data.basis_eval[j]
 local M = {}
 
-local function is_tensor(v)
-    if type(v) ~= "userdata" then return false end
-    local mt = getmetatable(v)
-    return type(mt) == "table" and mt.__name == "dga.tensor"
-end
+local is_tensor = require("rundir.config").is_tensor
 M.is_tensor = is_tensor
 
 local function check_seqs(t, what, L)

@@ -5,10 +5,15 @@
 --   local text = json.encode{cell = "b256/dga", seed = 2, metrics = {loss = 5.25}}
 --   local t = json.decode(text, "summary.json")   -- errors name the source and the offset
 --
+-- The one JSON writer of the project (summary.json, aggregate.json, mmlu_results.json).
 -- JSON has no NaN or infinity, but a diverged run's loss is a result worth keeping, so
--- they are written as the strings "nan", "inf" and "-inf"; json.number() reads them back.
+-- they are written as the strings "nan", "inf" and "-inf"; json.number() reads them back
+-- (the convention scripts/rundir/init.lua states for every file of a run).
 -- Keys are written sorted, so the same table always gives the same text. A Lua table is
--- an array when its keys are exactly 1..n (n >= 1); an empty table is written as {}.
+-- an array when its keys are exactly 1..n (n >= 1), or when it has the metatable
+-- json.ARRAY (then an empty one is written as []); any other empty table is written as {}.
+-- Floats are written with 17 significant digits (exact; the sweep compares the text it
+-- recorded); opts.numbers = "shortest" writes %.15g where that reads back the same.
 local M = {}
 
 local escapes = {['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
@@ -21,6 +26,7 @@ local function enc_string(s)
 end
 
 local function is_array(t)
+    if getmetatable(t) == M.ARRAY then return true end
     local n = #t
     if n == 0 then return false end
     local count = 0
@@ -31,7 +37,15 @@ local function is_array(t)
     return count == n
 end
 
-local function enc(v, indent, out, seen, path)
+local function float_text(v, shortest)
+    if shortest then
+        local short = string.format("%.15g", v)
+        if tonumber(short) == v then return short end
+    end
+    return string.format("%.17g", v)
+end
+
+local function enc(v, indent, out, seen, path, shortest)
     local t = type(v)
     if v == nil or v == M.null then
         out[#out + 1] = "null"
@@ -42,7 +56,7 @@ local function enc(v, indent, out, seen, path)
         elseif v == math.huge then out[#out + 1] = '"inf"'
         elseif v == -math.huge then out[#out + 1] = '"-inf"'
         elseif math.type(v) == "integer" then out[#out + 1] = string.format("%d", v)
-        else out[#out + 1] = string.format("%.17g", v) end
+        else out[#out + 1] = float_text(v, shortest) end
     elseif t == "string" then
         out[#out + 1] = enc_string(v)
     elseif t == "table" then
@@ -50,11 +64,13 @@ local function enc(v, indent, out, seen, path)
         seen[v] = true
         local pad = indent and (indent .. "  ") or nil
         local nl = indent and "\n" or ""
-        if is_array(v) then
+        if is_array(v) and #v == 0 then
+            out[#out + 1] = "[]"
+        elseif is_array(v) then
             out[#out + 1] = "["
             for i = 1, #v do
                 out[#out + 1] = (i > 1 and "," or "") .. nl .. (pad or "")
-                enc(v[i], pad, out, seen, path .. "[" .. i .. "]")
+                enc(v[i], pad, out, seen, path .. "[" .. i .. "]", shortest)
             end
             out[#out + 1] = nl .. (indent or "") .. "]"
         else
@@ -73,7 +89,7 @@ local function enc(v, indent, out, seen, path)
                     if val == nil then val = v[math.tointeger(tonumber(key))] end
                     out[#out + 1] = (i > 1 and "," or "") .. nl .. (pad or "") .. enc_string(key)
                                     .. (indent and ": " or ":")
-                    enc(val, pad, out, seen, path .. "." .. key)
+                    enc(val, pad, out, seen, path .. "." .. key, shortest)
                 end
                 out[#out + 1] = nl .. (indent or "") .. "}"
             end
@@ -84,15 +100,18 @@ local function enc(v, indent, out, seen, path)
     end
 end
 
--- JSON text of v; opts.indent = true writes one member a line.
+-- JSON text of v; opts.indent = true writes one member a line; opts.numbers = "shortest".
 function M.encode(v, opts)
     local out = {}
-    enc(v, (opts and opts.indent) and "" or nil, out, {}, "$")
+    enc(v, (opts and opts.indent) and "" or nil, out, {}, "$", opts and opts.numbers == "shortest")
     return table.concat(out)
 end
 
--- The value written for null inside arrays (so their length is kept).
+-- The value written for null (a Lua nil would drop an object's key, or shorten an array).
 M.null = setmetatable({}, {__tostring = function() return "null" end})
+
+-- The metatable of a table always written as an array, [] when empty.
+M.ARRAY = {}
 
 -- ---- reading ---------------------------------------------------------------------------
 

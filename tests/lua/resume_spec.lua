@@ -19,7 +19,7 @@ local KILL_WIDTH = 320
 local h = require "tests.lua.helpers"
 local rmtree, rows_without_seconds = h.rmtree, h.rows_without_seconds
 
-local FILES = {"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv"}
+local FILES = {"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv", "policy.csv"}
 
 local function assert_same_run(a, b)
     for _, f in ipairs(FILES) do

@@ -69,12 +69,16 @@ describe("trainer", function()
         assert.are.equal(6, steps)   -- 0, 4, 8, 12, 16, 20
     end)
 
-    it("writes alignments.csv for the DGA updates, with the policy's log fields", function()
+    it("writes alignments.csv for the DGA updates, and the policy's log fields to policy.csv", function()
         local recs, header = csvlog.read_records(dir .. "/run/alignments.csv")
-        for i, c in ipairs{"step", "domain", "align", "loss", "grad_norm"} do
-            assert.are.equal(c, header[i])
+        assert.are.same({"step", "domain", "align", "loss", "grad_norm", "target_loss", "target_norm"},
+                        header)
+        local plog = require("rundir").open(dir .. "/run"):policy_log()
+        assert.are.equal(5, #plog)   -- one per update: 4, 8, 12, 16, 20
+        for i, t in ipairs(plog) do
+            assert.are.equal(4 * i, t.step)
+            for _, key in ipairs{"g_spe_sq", "mean_abs_a", "std_a", "eta"} do assert.is_number(t[key]) end
         end
-        assert.is_true(#header > 7, "policy log fields expected after the base columns")
         assert.are.equal(5 * 3, #recs)
         for _, r in ipairs(recs) do
             assert.is_number(r.align)

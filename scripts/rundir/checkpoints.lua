@@ -1,13 +1,11 @@
--- The run directory: its checkpoints and the "latest" pointer, and config.lua with the
--- tensors of the configuration as NumPy side files under data/, so a run directory resumes
--- alone.
+-- The checkpoints of a run directory and its "latest" pointer (part of the run-directory
+-- module, scripts/rundir/init.lua).
 --
 -- Checkpoints are ckpt-<step>.safetensors. A save writes the file atomically (the core:
 -- tmp + fsync + rename), then replaces "latest" atomically (commit), then removes the older
 -- checkpoints. A resume reads "latest", or the newest complete checkpoint when the pointer is
 -- missing; *.tmp.* files (saves interrupted by a crash) never match.
 local runinfo = require "util.runinfo"
-local sources = require "trainer.sources"
 
 local M = {}
 
@@ -82,70 +80,6 @@ end
 -- Whether dir holds (part of) a run: a checkpoint or a metrics log.
 function M.holds_run(dir)
     return M.list_checkpoints(dir)[1] ~= nil or runinfo.exists(dir .. "/metrics.csv")
-end
-
--- ---- config.lua and data/ -------------------------------------------------------------
-
--- Tensors inside the config, with their dotted paths ("specific.train", "basis.2.heldout").
-local function collect_tensors(v, path, out, seen)
-    if sources.is_tensor(v) then
-        out[#out + 1] = {path = path, tensor = v}
-    elseif type(v) == "table" and not seen[v] then
-        seen[v] = true
-        for key, val in pairs(v) do
-            if type(key) == "string" or math.type(key) == "integer" then
-                collect_tensors(val, path == "" and tostring(key) or (path .. "." .. tostring(key)),
-                                out, seen)
-            end
-        end
-    end
-    return out
-end
-
--- A copy of the config where each tensor is replaced by its file reference.
-local function with_file_refs(v, files, seen)
-    if sources.is_tensor(v) then return {tensor_file = files[v]} end
-    if type(v) ~= "table" then return v end
-    if seen[v] then return seen[v] end
-    local out = {}
-    seen[v] = out
-    for key, val in pairs(v) do out[key] = with_file_refs(val, files, seen) end
-    return out
-end
-
-function M.save_config(dir, cfg)
-    local files = {}
-    local list = collect_tensors(cfg, "", {}, {})
-    if #list > 0 then runinfo.mkdir_p(dir .. "/data") end
-    for _, e in ipairs(list) do
-        if not files[e.tensor] then
-            local rel = "data/" .. e.path:gsub("[^%w%-_.]", "_") .. ".npy"
-            local t = e.tensor
-            if t:dtype() == "int32" or t:dtype() == "float32" then
-                dga.npy_save(dir .. "/" .. rel, t:clone())
-            end
-            files[e.tensor] = rel
-        end
-    end
-    runinfo.write_config(dir .. "/config.lua", with_file_refs(cfg, files, {}))
-end
-
--- The configuration of a run directory, its tensors loaded back from data/.
-function M.load_config(dir)
-    local cfg = runinfo.read_config(dir .. "/config.lua")
-    local cache = {}
-    local function walk(v)
-        if type(v) ~= "table" then return v end
-        if v.tensor_file then
-            if not cache[v.tensor_file] then cache[v.tensor_file] = dga.npy_load(dir .. "/" .. v.tensor_file) end
-            return cache[v.tensor_file]
-        end
-        for key, val in pairs(v) do v[key] = walk(val) end
-        return v
-    end
-    cfg = walk(cfg)
-    cfg.run_dir = dir
-    return cfg
 end
 
 return M

@@ -1,17 +1,18 @@
--- The CSV logs of a run directory (columns at the top of scripts/trainer.lua):
--- metrics.csv, weights.csv, alignments.csv, epochs.csv, and the rewritten-whole domains.csv
--- and appended events.log. Rows are appended and flushed one at a time; a resume first cuts
--- every log back to the checkpoint's step (truncate_to).
+-- The writing side of the run directory's logs (the format: scripts/rundir/init.lua):
+-- metrics.csv, weights.csv, alignments.csv, epochs.csv, policy.csv, and the rewritten-whole
+-- domains.csv and appended events.log. Rows are appended and flushed one at a time; a resume
+-- first cuts every log back to the checkpoint's step (truncate_to).
 local csvlog = require "util.csvlog"
 local runinfo = require "util.runinfo"
 
 local M = {}
 
-M.FILES = {"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv"}
+M.FILES = {"metrics.csv", "weights.csv", "alignments.csv", "epochs.csv", "policy.csv"}
 
 local METRIC_BASE = {"step", "tokens", "lr", "train_loss", "grad_norm", "specific_loss",
                      "generic_loss"}
-local ALIGN_BASE = {"step", "domain", "align", "loss", "grad_norm", "target_loss", "target_norm"}
+M.ALIGN_COLUMNS = {"step", "domain", "align", "loss", "grad_norm", "target_loss", "target_norm"}
+M.POLICY_COLUMNS = {"step", "key", "value"}
 
 local Logs = {}
 Logs.__index = Logs
@@ -51,10 +52,13 @@ function M.open(dir, basis, mode)
     self.weights = csvlog.open(dir .. "/weights.csv", {"step", "domain", "weight"}, mode)
     self.epochs = csvlog.open(dir .. "/epochs.csv", {"step", "domain", "epochs", "drawn", "capped"},
                               mode)
-    -- alignments.csv: its extra columns are the policy's log fields, known at the first
-    -- update; an existing file (resume) fixes them.
-    local header = csvlog.read(dir .. "/alignments.csv")
-    if mode == "a" and header and #header > 0 then
+    self.policy = csvlog.open(dir .. "/policy.csv", M.POLICY_COLUMNS, mode)
+    -- alignments.csv appears at the first alignment round (a policy that never aligns has
+    -- none); a resume appends to the one there is, under its header: one written before
+    -- policy.csv existed holds the policy's fields after the alignment columns, left empty
+    -- from then on.
+    local header = mode == "a" and csvlog.read(dir .. "/alignments.csv")
+    if header and #header > 0 then
         self.align = csvlog.open(dir .. "/alignments.csv", header, "a")
     elseif mode ~= "a" then
         os.remove(dir .. "/alignments.csv")
@@ -77,34 +81,42 @@ function Logs:weight_rows(step, pairs_)
     self.weights:flush()
 end
 
--- One row per component of an alignment round r, with the policy's ctx.log fields.
-function Logs:alignment(step, r, fields, K)
-    local keys = {}
-    for key in pairs(fields) do keys[#keys + 1] = key end
-    table.sort(keys)
+-- One row per component of an alignment round r.
+function Logs:alignment(step, r, K)
     if not self.align then
-        local cols = {}
-        for _, c in ipairs(ALIGN_BASE) do cols[#cols + 1] = c end
-        for _, key in ipairs(keys) do cols[#cols + 1] = key end
-        self.align = csvlog.open(self.dir .. "/alignments.csv", cols, "w")
+        self.align = csvlog.open(self.dir .. "/alignments.csv", M.ALIGN_COLUMNS, "w")
     end
-    local known = self.align.columns
-    local rec = {}
     for d = 1, K do
-        for key in pairs(rec) do rec[key] = nil end
-        rec.step, rec.domain = step, d
-        rec.align, rec.loss, rec.grad_norm = r.align[d], r.loss[d], r.grad_norm[d]
-        rec.target_loss, rec.target_norm = r.target_loss, r.target_norm
-        local row = {}
-        for j, c in ipairs(known) do
-            local v = rec[c]
-            if v == nil then v = fields[c] end
-            if type(v) == "userdata" then v = nil end
-            row[j] = v
-        end
-        self.align:write_list(row)
+        self.align:write{step = step, domain = d, align = r.align[d], loss = r.loss[d],
+                         grad_norm = r.grad_norm[d], target_loss = r.target_loss,
+                         target_norm = r.target_norm}
     end
     self.align:flush()
+end
+
+-- The policy.csv rows of the fields a policy passed to ctx.log during its update at `step`:
+-- one per field, keys sorted. A value is a number, a string or a boolean; anything else is an
+-- error naming the field (a value that cannot be written must not vanish).
+function M.policy_rows(step, fields, policy_name)
+    local keys = {}
+    for key in pairs(fields) do keys[#keys + 1] = key end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    local rows = {}
+    for i, key in ipairs(keys) do
+        local v, t = fields[key], type(fields[key])
+        if type(key) ~= "string" or (t ~= "number" and t ~= "string" and t ~= "boolean") then
+            error(string.format("policy '%s': ctx.log field %s is a %s: policy.csv takes numbers, "
+                                .. "strings and booleans keyed by name", tostring(policy_name),
+                                tostring(key), t), 0)
+        end
+        rows[i] = {step, key, v}
+    end
+    return rows
+end
+
+function Logs:policy_fields(step, fields, policy_name)
+    for _, row in ipairs(M.policy_rows(step, fields, policy_name)) do self.policy:write_list(row) end
+    self.policy:flush()
 end
 
 -- Epochs and draws per leaf domain; beyond sparse_k leaves only those drawn from.
@@ -143,15 +155,16 @@ function Logs:event(msg)
 end
 
 -- The logs of a rank that does not write (data parallelism: rank 0 writes): every method
--- does nothing.
+-- does nothing, but policy fields that cannot be written raise here as on rank 0.
 function M.null()
     local function nothing() end
-    return setmetatable({}, {__index = function() return nothing end})
+    local function check(_, step, fields, name) M.policy_rows(step, fields, name) end
+    return setmetatable({policy_fields = check}, {__index = function() return nothing end})
 end
 
 -- Closes every log; a failed final write is an error unless `quiet` (after another error).
 function Logs:close(quiet)
-    for _, key in ipairs{"metrics", "weights", "epochs", "align"} do
+    for _, key in ipairs{"metrics", "weights", "epochs", "policy", "align"} do
         if self[key] then self[key]:close(quiet) end
     end
 end
