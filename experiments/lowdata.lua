@@ -255,13 +255,9 @@ local function run_cell(x, cell, seed, dir, topts)
     return m, s
 end
 
--- The abstract's claim (Fan, Grangier & Ablin, 2024, arXiv 2410.02498v1), the one sentence of
--- the paper this repository can quote (its sections' text is not at hand): the comparisons it
--- makes are against importance sampling.
-local ABSTRACT = "Experimentally, we demonstrate significant improvements over importance sampling in two "
-                 .. "key scenarios: (i) when the pre-training set is small and importance sampling overfits "
-                 .. "due to limited data; and (ii) when there is insufficient specialized data, trapping "
-                 .. "importance sampling on narrow pockets of data."
+-- The paper's claims quote its abstract (harness/paper.lua): the comparisons it makes there
+-- are against importance sampling.
+local ABSTRACT = require("harness.paper").ABSTRACT_SCENARIOS
 
 return require("harness.descriptor").define({
     name = "lowdata", order = 1, out = "runs/lowdata",

@@ -252,6 +252,37 @@ end
 -- Curves across seeds: for each series the mean against x with its 95% interval as a shaded
 -- band (series = list of {name =, rows = {{x, mean, lo, hi}, ...}}; lo = hi = mean where one
 -- seed gives no interval).
+-- Points with error bars, one series per entry of `series` ({name =, points = {{x =, y =,
+-- lo =, hi =}, ...}}), against numeric x (opts.logx: a log scale, e.g. tokens per run) or, with
+-- opts.xlabels, against those labels at 1..n; a zero line (differences); a point without an
+-- interval is drawn alone.
+function M.errorbar_figure(out, stem, series, opts)
+    opts = opts or {}
+    runinfo.mkdir_p(out)
+    local plots = {}
+    for j, sr in ipairs(series) do
+        local rows = {}
+        for _, pt in ipairs(sr.points) do
+            rows[#rows + 1] = string.format("%.9g %.9g %.9g %.9g", pt.x, pt.y, pt.lo or pt.y, pt.hi or pt.y)
+        end
+        local dat = string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(sr.name))
+        runinfo.write_atomic(dat, "# x y lo hi\n" .. table.concat(rows, "\n") .. "\n")
+        plots[#plots + 1] = string.format("%s using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb %s title %s",
+                                          gq(dat), gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(sr.name))
+    end
+    local pre = {"set termoption noenhanced", "set title " .. gq(opts.title or stem),
+                 "set xlabel " .. gq(opts.xlabel or ""), "set ylabel " .. gq(opts.ylabel or ""),
+                 "set key outside right", "set grid", "set xzeroaxis lt -1"}
+    if opts.logx then pre[#pre + 1] = "set logscale x 2" end
+    if opts.xlabels then
+        local tics = {}
+        for i, l in ipairs(opts.xlabels) do tics[i] = string.format("%s %d", gq(l), i) end
+        pre[#pre + 1] = "set xtics rotate by -30 (" .. table.concat(tics, ", ") .. ")"
+        pre[#pre + 1] = string.format("set xrange [0.5:%g]", #opts.xlabels + 0.5)
+    end
+    return write_and_plot(out, stem, table.concat(pre, "\n"), "plot " .. table.concat(plots, ", \\\n     "))
+end
+
 function M.band_figure(out, stem, series, opts)
     opts = opts or {}
     runinfo.mkdir_p(out)
@@ -264,10 +295,13 @@ function M.band_figure(out, stem, series, opts)
         local dat = string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(sr.name))
         runinfo.write_atomic(dat, "# x mean ci_lo ci_hi\n" .. table.concat(rows, "\n") .. "\n")
         local colour = gq(PALETTE[(j - 1) % #PALETTE + 1])
-        bands[#bands + 1] = string.format("%s using 1:3:4 with filledcurves fs transparent solid 0.18 "
-                                          .. "noborder lc rgb %s notitle", gq(dat), colour)
-        lines[#lines + 1] = string.format("%s using 1:2 with lines lw 2 lc rgb %s title %s",
-                                          gq(dat), colour, gq(sr.name))
+        if sr.band ~= false then
+            bands[#bands + 1] = string.format("%s using 1:3:4 with filledcurves fs transparent solid 0.18 "
+                                              .. "noborder lc rgb %s notitle", gq(dat), colour)
+        end
+        -- a dash pattern per series as well as a colour: variants stay apart in grey print
+        lines[#lines + 1] = string.format("%s using 1:2 with lines lw 2 dt %d lc rgb %s title %s",
+                                          gq(dat), (j - 1) % 5 + 1, colour, gq(sr.name))
     end
     local preamble = table.concat({
         "set termoption noenhanced",

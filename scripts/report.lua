@@ -35,24 +35,38 @@ end
 M.groups = seeds.groups
 local values_of = seeds.values
 
-local function fmt_summary(s, f)
-    f = f or "%.4f"
-    if not s or not s.n or s.n == 0 then return "-" end
-    if not s.ci_lo then return string.format(f .. " (n=%d)", s.mean, s.n) end
-    return string.format(f .. " [" .. f .. ", " .. f .. "]", s.mean, s.ci_lo, s.ci_hi)
+-- A summary as every table prints it (util/stats.format: intervals from 3 seeds on, two
+-- seeds as their two values, clipped to the metric's range when `metric` has one).
+local function fmt_summary(s, f, metric)
+    return stats().format(s, f, metric and require("harness.cells").METRIC_RANGE[metric] or nil)
 end
 M.fmt_summary = fmt_summary
 
 -- The verdict of a paired difference (x - y) for a claim that x is `better` ("lower" or
--- "higher") than y.
-function M.verdict(d, better)
+-- "higher") than y; with a margin, that x is no worse than y by more than it.
+function M.verdict(d, better, margin)
     if not d or not d.n or d.n == 0 then return "no data" end
-    if not d.ci_lo then return "n=1: no interval" end
-    local good_lo, good_hi = d.ci_hi < 0, d.ci_lo > 0
-    if better == "higher" then good_lo, good_hi = good_hi, good_lo end
-    if good_lo then return "supported (CI excludes 0)" end
-    if good_hi then return "contradicted (CI excludes 0, opposite sign)" end
+    if d.n < stats().MIN_INTERVAL_N or not d.ci_lo then
+        return string.format("not established (n=%d: no interval)", d.n)
+    end
+    local lo, hi = d.ci_lo, d.ci_hi
+    if better == "higher" then lo, hi = -hi, -lo end   -- as if lower were better
+    if margin then
+        if hi < margin then return string.format("supported (CI below the %g margin)", margin) end
+        if lo > 0 then return "contradicted (CI excludes 0, worse)" end
+        return "not established (CI reaches the margin)"
+    end
+    if hi < 0 then return "supported (CI excludes 0)" end
+    if lo > 0 then return "contradicted (CI excludes 0, opposite sign)" end
     return "not established (CI includes 0)"
+end
+
+-- The verdict without its reason: "supported", "contradicted", "not established", "no data".
+function M.verdict_word(v)
+    for _, w in ipairs{"supported", "contradicted", "not established"} do
+        if v:sub(1, #w) == w then return w end
+    end
+    return v
 end
 
 -- A markdown table of one group: rows = cells, columns = metrics (mean [CI]), then for the
@@ -83,7 +97,7 @@ function M.group_table(cells, metrics, ref_label, fmts)
         local rec = {cell = c.id, seeds = n}
         for i, m in ipairs(metrics) do
             local r = seeds.compare(c, ref, m)
-            row[#row + 1] = fmt_summary(r.summary, (fmts or {})[m])
+            row[#row + 1] = fmt_summary(r.summary, (fmts or {})[m], m)
             rec[m .. "_mean"], rec[m .. "_lo"], rec[m .. "_hi"] = r.summary.mean, r.summary.ci_lo, r.summary.ci_hi
             if i == 1 and ref then
                 if c == ref then
@@ -103,22 +117,33 @@ function M.group_table(cells, metrics, ref_label, fmts)
     return table.concat(lines, "\n"), csv
 end
 
--- Claims: {x = label, y = label, metric =, better = "lower"|"higher", text =}; evaluated in
--- every group holding both cells. Returns markdown lines.
-function M.claims(groups, by, claims)
-    local lines = {}
+-- Every (claim, group) a claim is decided in: the groups holding both its cells (and matching
+-- its `where` pattern), in group order. Each: {claim =, group =, d = the paired difference
+-- x - y over their common seeds, verdict =}.
+function M.decide(groups, by, claims)
+    local out = {}
     for _, g in ipairs(groups) do
         local cells = {}
         for _, c in ipairs(by[g]) do cells[c.label] = c end
         for _, cl in ipairs(claims) do
             local x, y = cells[cl.x], cells[cl.y]
-            if x and y then
-                local ym = cl.y_metric or cl.metric
-                local d = stats().paired(values_of(x, cl.metric), values_of(y, ym))
-                lines[#lines + 1] = string.format("- **%s** %s: %s.%s - %s.%s = %s; %s.", g ~= "" and g or "all",
-                    cl.text, cl.x, cl.metric, cl.y, ym, fmt_summary(d), M.verdict(d, cl.better))
+            if x and y and (not cl.where or g:find(cl.where)) then
+                local d = stats().paired(values_of(x, cl.metric), values_of(y, cl.y_metric or cl.metric))
+                out[#out + 1] = {claim = cl, group = g, d = d, verdict = M.verdict(d, cl.better, cl.margin)}
             end
         end
+    end
+    return out
+end
+
+-- Claims as markdown lines, one per group they are decided in (harness/descriptor.lua has the
+-- claim's fields).
+function M.claims(groups, by, claims)
+    local lines = {}
+    for _, r in ipairs(M.decide(groups, by, claims)) do
+        local cl = r.claim
+        lines[#lines + 1] = string.format("- **%s** %s: %s.%s - %s.%s = %s; %s.", r.group ~= "" and r.group or "all",
+            cl.text, cl.x, cl.metric, cl.y, cl.y_metric or cl.metric, fmt_summary(r.d), r.verdict)
     end
     return lines
 end
@@ -183,7 +208,8 @@ function M.experiment(name, out, opts)
     local figures = {}
     if opts.plot ~= false then
         figures = figs.figures(col, out .. "/plots", {name = name, column = opts.column, ylabel = opts.ylabel,
-                                                    weights_labels = opts.weights_labels})
+                                                    weights_labels = opts.weights_labels,
+                                                    metric = metrics[1], reference = opts.reference or "natural"})
         if opts.pareto then
             -- One Pareto figure per group (a specific set at one k).
             for _, g in ipairs(groups) do
@@ -201,6 +227,162 @@ function M.experiment(name, out, opts)
         end
     end
     return {col = col, md = md, figures = figures}
+end
+
+-- ---- claims across a study ----------------------------------------------------------------
+
+-- "us_legislation/x16/b3" -> "us_legislation/b3", 16; a group without a scale part -> itself, 1.
+local function scale_of(group)
+    local pre, s, post = group:match("^(.-)/?x(%d+)/(.*)$")
+    if not s then return group, 1 end
+    return (pre ~= "" and (pre .. "/") or "") .. post, tonumber(s)
+end
+M.scale_of = scale_of
+
+local function cell_md(text) return (tostring(text):gsub("|", "\\|")) end
+
+-- The claims tables (results.md's opening and the README's digest): the paper's claims, each
+-- with the sentence it tests, then our own questions; a row per group a claim is decided in.
+-- decided: list of {section =, rows = M.decide(...)}.
+function M.claims_tables(decided)
+    local paper, ours, quotes, qorder = {}, {}, {}, {}
+    for _, sec in ipairs(decided) do
+        for _, r in ipairs(sec.rows) do
+            local cl, d = r.claim, r.d
+            local row = string.format("| %s | %s | `%s - %s` (%s) | %s | %d | %s |",
+                cell_md(cl.text), cell_md(sec.name .. ": " .. r.group), cl.x, cl.y,
+                cl.y_metric and (cl.metric .. " - " .. cl.y_metric) or cl.metric,
+                cell_md(fmt_summary(d)), d.n or 0, M.verdict_word(r.verdict))
+            if cl.source == "paper" then
+                local key = cl.section .. "\0" .. cl.quote
+                if not quotes[key] then
+                    qorder[#qorder + 1] = key
+                    quotes[key] = {n = #qorder, section = cl.section, quote = cl.quote}
+                end
+                paper[#paper + 1] = row:gsub("^| ", "| [" .. quotes[key].n .. "] ", 1)
+            else
+                ours[#ours + 1] = row
+            end
+        end
+    end
+    local head = "| claim | where | comparison (metric) | effect, 95% CI | seeds | verdict |\n|---|---|---|---|---:|---|"
+    local out = {"### The paper's claims", ""}
+    if #paper > 0 then
+        out[#out + 1] = head
+        for _, l in ipairs(paper) do out[#out + 1] = l end
+        out[#out + 1] = ""
+        for _, key in ipairs(qorder) do
+            local q = quotes[key]
+            out[#out + 1] = string.format("[%d] Fan, Grangier & Ablin (2024), %s: \"%s\"", q.n, q.section, q.quote)
+            out[#out + 1] = ""
+        end
+    else
+        out[#out + 1] = "(none decided by these runs)"
+        out[#out + 1] = ""
+    end
+    out[#out + 1] = "### Our questions (not claims of the paper)"
+    out[#out + 1] = ""
+    if #ours > 0 then
+        out[#out + 1] = head
+        for _, l in ipairs(ours) do out[#out + 1] = l end
+    else
+        out[#out + 1] = "(none decided by these runs)"
+    end
+    return table.concat(out, "\n") .. "\n"
+end
+
+-- One row per claim over every group it is decided in (the README's digest): how many groups
+-- support, contradict or leave it open, and the range of its effect; the paper's claims first.
+function M.claims_summary(decided)
+    local rows = {paper = {}, ours = {}}
+    for _, sec in ipairs(decided) do
+        local by, order = {}, {}
+        for _, r in ipairs(sec.rows) do
+            local id = r.claim.id
+            if not by[id] then by[id] = {claim = r.claim, rows = {}}; order[#order + 1] = id end
+            table.insert(by[id].rows, r)
+        end
+        for _, id in ipairs(order) do
+            local e, count, lo, hi, nmin, nmax = by[id], {}, math.huge, -math.huge, math.huge, 0
+            for _, r in ipairs(e.rows) do
+                local w = M.verdict_word(r.verdict)
+                count[w] = (count[w] or 0) + 1
+                if r.d.mean then lo, hi = math.min(lo, r.d.mean), math.max(hi, r.d.mean) end
+                nmin, nmax = math.min(nmin, r.d.n or 0), math.max(nmax, r.d.n or 0)
+            end
+            local parts = {}
+            for _, w in ipairs{"supported", "contradicted", "not established"} do
+                if count[w] then parts[#parts + 1] = string.format("%s in %d", w, count[w]) end
+            end
+            local cl = e.claim
+            local kind = cl.source == "paper" and "paper" or "ours"
+            rows[kind][#rows[kind] + 1] = string.format("| %s | %s | %s of %d | %s | %s |", cell_md(cl.text),
+                sec.name, table.concat(parts, ", "), #e.rows,
+                lo <= hi and (lo == hi and string.format("%.4f", lo) or string.format("%.4f to %.4f", lo, hi)) or "-",
+                nmin == nmax and tostring(nmin) or (nmin .. "-" .. nmax))
+        end
+    end
+    local head = "| claim | experiment | verdict in its groups | mean effect (x - y) | seeds |\n|---|---|---|---|---|"
+    local out = {"The paper's claims (quoting its abstract: [docs/results.md](docs/results.md) gives the sentence):", "",
+                 head}
+    for _, l in ipairs(rows.paper) do out[#out + 1] = l end
+    out[#out + 1] = ""
+    out[#out + 1] = "Our own questions (not claims of the paper):"
+    out[#out + 1] = ""
+    out[#out + 1] = head
+    for _, l in ipairs(rows.ours) do out[#out + 1] = l end
+    return table.concat(out, "\n") .. "\n"
+end
+
+-- How each claim's paired difference moves with the tokens per run: for every claim decided
+-- at more than one scale of the same group, its effect at each scale and whether it grows,
+-- shrinks or changes sign (judged on the means; "within noise" when no interval excludes 0).
+-- Returns the markdown (nil when no claim has two scales) and the figure's series.
+function M.scale_table(decided)
+    local by, order = {}, {}
+    for _, sec in ipairs(decided) do
+        for _, r in ipairs(sec.rows) do
+            local base, scale = scale_of(r.group)
+            local key = sec.name .. "\0" .. r.claim.id .. "\0" .. base
+            if not by[key] then
+                by[key] = {claim = r.claim, base = base, section = sec.name, at = {}}
+                order[#order + 1] = key
+            end
+            by[key].at[scale] = r
+        end
+    end
+    local lines, series = {}, {}
+    for _, key in ipairs(order) do
+        local e = by[key]
+        local scales = {}
+        for sc in pairs(e.at) do scales[#scales + 1] = sc end
+        table.sort(scales)
+        if #scales > 1 then
+            local first, last = e.at[scales[1]].d, e.at[scales[#scales]].d
+            local trend
+            if (first.mean or 0) * (last.mean or 0) < 0 then trend = "changes sign"
+            elseif math.abs(last.mean or 0) > math.abs(first.mean or 0) then trend = "grows"
+            else trend = "shrinks" end
+            local settled = false
+            for _, sc in ipairs(scales) do
+                if M.verdict_word(e.at[sc].verdict) ~= "not established" then settled = true end
+            end
+            if not settled then trend = trend .. " (within noise)" end
+            local cells, points = {}, {}
+            for _, sc in ipairs(scales) do
+                local d = e.at[sc].d
+                cells[#cells + 1] = string.format("x%d: %s", sc, cell_md(fmt_summary(d)))
+                local wide = d.n and d.n >= stats().MIN_INTERVAL_N
+                points[#points + 1] = {x = sc, y = d.mean or 0, lo = wide and d.ci_lo or nil, hi = wide and d.ci_hi or nil}
+            end
+            lines[#lines + 1] = string.format("| %s | %s | %s | %s |", cell_md(e.claim.text), cell_md(e.base),
+                                              table.concat(cells, "<br>"), trend)
+            series[#series + 1] = {name = e.claim.id .. " " .. e.base, points = points}
+        end
+    end
+    if #lines == 0 then return nil end
+    return "| claim | where | effect by tokens per run (x1 = the base run) | with scale |\n|---|---|---|---|\n"
+           .. table.concat(lines, "\n") .. "\n", series
 end
 
 -- ---- docs/results.md -------------------------------------------------------------------
@@ -247,7 +429,8 @@ function M.sections(study)
                 local r = d.report or {}
                 out[#out + 1] = {name = name, order = d.order, title = d.title or name, intro = r.intro or d.about,
                                  reference = r.reference, metrics = r.metrics, claims = d.claims,
-                                 pareto = r.pareto, column = r.column, weights_labels = r.weights_labels}
+                                 pareto = r.pareto, column = r.column, weights_labels = r.weights_labels,
+                                 curve_note = r.curve_note}
             end
         end
     end
@@ -299,54 +482,66 @@ local function copy_file(src, dst)
     if text then runinfo.write_atomic(dst, text) end
 end
 
-function M.results(study, docs, opts)
-    opts = opts or {}
-    runinfo.mkdir_p(docs)
-    local out = {"# Results of the study", "",
-                 "Generated by `scripts/report.lua` from the run directories under `" .. study .. "`; "
-                 .. "no number here is typed by hand. Intervals are 95% Student-t intervals over seeds "
-                 .. "(n - 1 degrees of freedom); a paired difference is taken over the seeds both cells ran. "
-                 .. "The noise floor is the reference policy's own seed-to-seed sd and its mean "
-                 .. "|ref(s_i) - ref(s_j)| over seed pairs: a difference below it is noise at this scale.",
-                 ""}
-    if opts.note then
-        table.insert(out, 3, "**" .. opts.note .. "**")
-        table.insert(out, 4, "")
-    end
-    local sections = M.sections(study)
-    for _, sec in ipairs(sections) do
+-- The claims decided by a study's runs, per section: {{section =, rows = M.decide(...)}, ...}.
+function M.decided(study, sections)
+    local out = {}
+    for _, sec in ipairs(sections or M.sections(study)) do
         local dir = study .. "/" .. sec.name
-        if runinfo.is_dir(dir) then
-            local claims = sec.claims
-            local r = M.experiment(sec.name, dir, {metrics = sec.metrics, reference = sec.reference,
-                                                   claims = claims, plot = opts.plot,
-                                                   pareto = sec.pareto, column = sec.column,
-                                                   weights_labels = sec.weights_labels,
-                                                   quiet = opts.quiet})
-            out[#out + 1] = "## " .. sec.title
-            out[#out + 1] = ""
-            out[#out + 1] = sec.intro
-            out[#out + 1] = ""
-            local extra = runinfo.read_file(dir .. "/notes.md")
-            if extra then out[#out + 1] = extra; out[#out + 1] = "" end
-            out[#out + 1] = r.md
-            for _, f in ipairs(r.figures) do
-                local name = sec.name .. "_" .. f.png:match("([^/]+)$")
-                copy_file(f.png, docs .. "/" .. name)
-                out[#out + 1] = string.format("![%s](%s)", name, name)
-                out[#out + 1] = ""
+        if sec.claims and runinfo.is_dir(dir) then
+            local groups, by = M.groups(M.collect(dir))
+            out[#out + 1] = {name = sec.name, rows = M.decide(groups, by, sec.claims)}
+        end
+    end
+    return out
+end
+
+-- The digest of a study: the claims tables, and how the effects move with scale (markdown).
+-- With docs, the scale figure is drawn (in <study>/plots) and copied there, and referenced.
+function M.digest(study, sections, docs)
+    local decided = M.decided(study, sections)
+    local parts = {M.claims_tables(decided)}
+    local scale_md, series = M.scale_table(decided)
+    if scale_md then
+        parts[#parts + 1] = "### How the effects move with scale\n\n" .. scale_md
+        if docs then
+            local f = require("plot").errorbar_figure(study .. "/plots", "scale_claims", series,
+                {logx = true, xlabel = "tokens per run (multiple of the base run)", ylabel = "paired difference",
+                 title = "Each claim's paired difference against tokens per run (95% CI from 3 seeds on)"})
+            if f then
+                copy_file(f.png, docs .. "/study_scale_claims.png")
+                parts[#parts + 1] = "![study_scale_claims.png](study_scale_claims.png)\n"
             end
         end
     end
-    -- Figures of an earlier report that this one did not write (an experiment or cell not run
-    -- now) would sit in docs/ unreferenced: remove them.
-    local written = {}
-    for _, line in ipairs(out) do
-        local f = line:match("^!%[[^%]]*%]%(([^)]+)%)$")
-        if f then written[f] = true end
+    return table.concat(parts, "\n")
+end
+
+-- One experiment's section of results.md (its tables, notes and figures, copied into docs).
+local function section_md(sec, dir, docs, opts)
+    local r = M.experiment(sec.name, dir, {metrics = sec.metrics, reference = sec.reference, claims = sec.claims,
+                                           plot = opts.plot, pareto = sec.pareto, column = sec.column,
+                                           weights_labels = sec.weights_labels, quiet = opts.quiet})
+    local out = {"## " .. sec.title, "", sec.intro, ""}
+    local extra = runinfo.read_file(dir .. "/notes.md")
+    if extra then out[#out + 1] = extra; out[#out + 1] = "" end
+    out[#out + 1] = r.md
+    if sec.curve_note and #r.figures > 0 then out[#out + 1] = "*" .. sec.curve_note .. "*"; out[#out + 1] = "" end
+    for _, f in ipairs(r.figures) do
+        local name = sec.name .. "_" .. f.png:match("([^/]+)$")
+        copy_file(f.png, docs .. "/" .. name)
+        out[#out + 1] = string.format("![%s](%s)", name, name)
+        out[#out + 1] = ""
     end
-    -- Experiment names: this study's and every experiment of the repository's.
-    local names = {}
+    return table.concat(out, "\n")
+end
+
+-- Figures of an earlier report that this one did not write (an experiment or cell not run now)
+-- would sit in docs/ unreferenced: remove them (names of this study's experiments and every
+-- experiment of the repository's).
+local function remove_stale_figures(docs, sections, text)
+    local written = {}
+    for f in text:gmatch("!%[[^%]]*%]%(([^)]+)%)") do written[f] = true end
+    local names = {"study"}
     for _, sec in ipairs(sections) do names[#names + 1] = sec.name end
     local okl, list = pcall(require("harness.descriptor").list, runinfo.repo_root() .. "/experiments")
     for _, d in ipairs(okl and list or {}) do names[#names + 1] = d.name end
@@ -356,6 +551,30 @@ function M.results(study, docs, opts)
                 os.remove(docs .. "/" .. name)
             end
         end
+    end
+end
+
+function M.results(study, docs, opts)
+    opts = opts or {}
+    runinfo.mkdir_p(docs)
+    local out = {"# Results of the study", "",
+                 "Generated by `scripts/report.lua` from the run directories under `" .. study .. "`; "
+                 .. "no number here is typed by hand. Intervals are 95% Student-t intervals over seeds "
+                 .. "(n - 1 degrees of freedom), shown from 3 seeds on (two seeds show both values); a paired "
+                 .. "difference is taken over the seeds both cells ran. The noise floor is the reference policy's "
+                 .. "own seed-to-seed sd and its mean |ref(s_i) - ref(s_j)| over seed pairs: a difference below it "
+                 .. "is noise at this scale.", ""}
+    if opts.note then
+        table.insert(out, 3, "**" .. opts.note .. "**")
+        table.insert(out, 4, "")
+    end
+    local sections = M.sections(study)
+    out[#out + 1] = "## Claims at a glance"
+    out[#out + 1] = ""
+    out[#out + 1] = M.digest(study, sections, opts.plot ~= false and docs or nil)
+    for _, sec in ipairs(sections) do
+        local dir = study .. "/" .. sec.name
+        if runinfo.is_dir(dir) then out[#out + 1] = section_md(sec, dir, docs, opts) end
     end
     local timing = M.timing(study)
     if timing then
@@ -369,8 +588,21 @@ function M.results(study, docs, opts)
         out[#out + 1] = timing
         out[#out + 1] = ""
     end
-    runinfo.write_atomic(docs .. "/results.md", table.concat(out, "\n") .. "\n")
+    local text = table.concat(out, "\n") .. "\n"
+    remove_stale_figures(docs, sections, text)
+    runinfo.write_atomic(docs .. "/results.md", text)
     if not opts.quiet then print("wrote " .. docs .. "/results.md") end
+end
+
+-- Replaces what stands between "<!-- results:begin -->" and "<!-- results:end -->" in `path`
+-- (the README) with the study's digest; an error when the markers are missing.
+function M.write_readme(study, path)
+    local text = runinfo.read_file(path) or error("report: cannot read " .. path, 0)
+    local b, e = "<!-- results:begin -->\n", "<!-- results:end -->"
+    local i, j = text:find(b, 1, true), text:find(e, 1, true)
+    if not (i and j and j > i) then error(path .. ": no " .. b:gsub("\n", "") .. " ... " .. e .. " markers", 0) end
+    local digest = M.claims_summary(M.decided(study, M.sections(study)))
+    runinfo.write_atomic(path, text:sub(1, i + #b - 1) .. digest .. text:sub(j))
 end
 
 local function main(args)
@@ -380,7 +612,9 @@ local function main(args)
     p:option("--docs", "Where results.md and the figures go.", "docs")
     p:flag("--no-plot", "Tables only.")
     p:option("--note", "A line said first in results.md (e.g. what configuration the runs had).")
+    p:option("--readme", "Instead: rewrite the results digest between the markers of this README.")
     local a = p:parse(args)
+    if a.readme then return M.write_readme(a.study, a.readme) end
     M.results(a.study, a.docs, {plot = not a.no_plot, note = a.note})
 end
 

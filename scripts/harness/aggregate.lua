@@ -63,7 +63,7 @@ local COLUMNS = {"cell", "group", "metric", "n", "mean", "sd", "se", "ci_lo", "c
 
 local function fmt(v, f) return v == nil and "" or string.format(f or "%.4f", v) end
 
--- Columns padded by characters, not bytes ("±" is two bytes in UTF-8); the first column is
+-- Columns padded by characters, not bytes (a UTF-8 character may be several); the first column is
 -- left-aligned, the others right-aligned.
 local function format_table(head, body)
     local width = {}
@@ -89,23 +89,22 @@ local function format_table(head, body)
     return table.concat(lines, "\n")
 end
 
--- The printed table of one metric.
-local function metric_table(rows, metric)
+-- The printed table of one metric; shown[i] = {summary, diff} of rows[i] (util/stats.format:
+-- the one way a summary is printed).
+local function metric_table(rows, metric, shown)
     local t = {}
-    for _, r in ipairs(rows) do
+    local range = require("harness.cells").METRIC_RANGE[metric]
+    for i, r in ipairs(rows) do
         if r.metric == metric then
-            local d
-            if r.diff_n and r.diff_n > 0 then
-                d = r.diff_n == 1 and string.format("%+.4f (n=1)", r.diff_mean)
-                    or string.format("%+.4f ± %.4f (n=%d)", r.diff_mean, r.diff_ci_hi - r.diff_mean, r.diff_n)
-            end
-            t[#t + 1] = {r.cell, stats.format(r, "%.4f"),
+            local d = shown[i].diff
+            d = d and d.n and d.n > 0 and stats.format(d, "%+.4f") or nil
+            t[#t + 1] = {r.cell, stats.format(shown[i].summary, "%.4f", range),
                          d or (r.reference == r.cell and "reference" or "-"),
                          r.ref_sd and fmt(r.ref_sd) or (r.ref_n == 1 and "n=1" or "-"),
                          r.ref_gap and fmt(r.ref_gap) or (r.ref_n == 1 and "n=1" or "-")}
         end
     end
-    return format_table({"cell", "mean ± 95% CI", "minus reference ± 95% CI", "ref sd",
+    return format_table({"cell", "mean [95% CI]", "minus reference [95% CI]", "ref sd",
                          "ref mean gap"}, t)
 end
 
@@ -178,7 +177,7 @@ function M.run(o)
         end)
     end
 
-    local rows = {}
+    local rows, shown = {}, {}
     for _, id in ipairs(order) do
         local c = cells[id]
         if c then
@@ -192,6 +191,7 @@ function M.run(o)
                                    reference = ref and ref.id, ref_n = cmp.ref_n, ref_sd = cmp.ref_sd,
                                    ref_gap = cmp.ref_gap, diff_n = d.n, diff_mean = d.mean,
                                    diff_sd = d.sd, diff_ci_lo = d.ci_lo, diff_ci_hi = d.ci_hi}
+                shown[#rows] = {summary = st, diff = cmp.diff}
             end
         end
     end
@@ -200,8 +200,9 @@ function M.run(o)
 
     local text = {}
     for _, m in ipairs(metrics) do
-        text[#text + 1] = string.format("%s (95%% Student-t intervals over seeds; differences paired by seed)", m)
-        text[#text + 1] = metric_table(rows, m)
+        text[#text + 1] = string.format("%s (95%% Student-t intervals over seeds from 3 seeds on; two seeds show "
+                                        .. "both values; differences paired by seed)", m)
+        text[#text + 1] = metric_table(rows, m, shown)
         text[#text + 1] = ""
     end
     local printed = table.concat(text, "\n")

@@ -27,6 +27,15 @@ C.METRIC_DOC = {
     epochs_mean = "mean epochs over the domains drawn from",
 }
 
+-- The range a metric's value can take, where it has one ({lo, hi}, either may be nil): a
+-- printed interval is clipped to it (util/stats.format). Differences have no range.
+C.METRIC_RANGE = {
+    specific_final = {0}, specific_best = {0}, specific_gap = {0}, spikes = {0}, generic_final = {0},
+    basis_mean = {0}, updates = {0}, l1_mean = {0, 2}, eta_mean = {0}, epochs_max = {0}, epochs_mean = {0},
+    mmlu_b_loss = {0}, answer_nll = {0}, accuracy = {0, 100}, accuracy_top_letter_share = {0, 100},
+    tv_planted = {0, 1}, tv_natural = {0, 1}, w_first = {0, 1}, mass_both = {0, 1},
+}
+
 -- A loss spike: an evaluation whose specific held-out loss rose, since the previous
 -- evaluation, by more than SPIKE_TAU times the running minimum of the evaluations before it.
 -- 1% of a loss near 6 is 0.06 nats: above the eval-to-eval noise of a 64-sequence held-out set

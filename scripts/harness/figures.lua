@@ -37,25 +37,87 @@ end
 function M.safe(s) return (tostring(s):gsub("[^%w%-_.]", "_")) end
 local safe = M.safe
 
--- Figures of one experiment into <out>/plots: per group, the `column` curves (mean, CI band)
--- of every cell; the weights of the first seed of every cell whose weights change.
+-- The curves of one group: a band only for cells with at least util/stats.MIN_INTERVAL_N
+-- seeds, and the title says how many seeds each line averages. A curve whose last value lies
+-- more than `outlier` (default 0.5, in the column's units) above the median of the last values
+-- is drawn but left out of the y range, and named in the title, so it does not flatten the
+-- others (IS's overfitting curve, for one).
+local function curves_figure(plot, out, g, cells, column, opts)
+    local series, lasts, counts = {}, {}, {}
+    for _, c in ipairs(cells) do
+        local rows = M.curve(c, column)
+        local n = #seeds.seed_list(c)
+        if #rows > 0 then
+            series[#series + 1] = {name = string.format("%s (%d seed%s)", c.label, n, n == 1 and "" or "s"),
+                                   rows = rows, band = n >= stats.MIN_INTERVAL_N, label = c.label}
+            lasts[#lasts + 1] = rows[#rows][2]
+            counts[n] = true
+        end
+    end
+    if #series == 0 then return nil end
+    local sorted = {table.unpack(lasts)}
+    table.sort(sorted)
+    local median = sorted[(#sorted + 1) // 2]
+    local lo, hi, off = math.huge, -math.huge, {}
+    for _, sr in ipairs(series) do
+        if sr.rows[#sr.rows][2] > median + (opts.outlier or 0.5) then
+            off[#off + 1] = sr.label
+        else
+            for _, r in ipairs(sr.rows) do lo, hi = math.min(lo, r[3] or r[2]), math.max(hi, r[4] or r[2]) end
+        end
+    end
+    local ns = {}
+    for n in pairs(counts) do ns[#ns + 1] = n end
+    table.sort(ns)
+    local band = ns[#ns] >= stats.MIN_INTERVAL_N and (ns[1] >= stats.MIN_INTERVAL_N and ", 95% CI band"
+                 or string.format(", 95%% CI band from %d seeds on", stats.MIN_INTERVAL_N)) or ""
+    local title = string.format("%s%s: %s, mean over seeds%s%s", opts.name or "", g ~= "" and (" " .. g) or "",
+                                opts.ylabel or column:gsub("_", " "), band,
+                                #off > 0 and ("; off scale: " .. table.concat(off, ", ")) or "")
+    local margin = (hi - lo) * 0.05
+    return plot.band_figure(out, "curves_" .. safe(g ~= "" and g or "all"), series,
+        {title = title, ylabel = opts.ylabel or column,
+         yrange = (#off > 0 and hi > lo) and string.format("[%.9g:%.9g]", lo - margin, hi + margin) or nil})
+end
+
+-- The paired differences to the reference of one group's first metric, with their intervals
+-- (the numbers of the table's difference column, drawn).
+local function differences_figure(plot, out, g, cells, metric, reference)
+    local ref
+    for _, c in ipairs(cells) do if c.label == reference then ref = c end end
+    if not ref then return nil end
+    local points, labels = {}, {}
+    for _, c in ipairs(cells) do
+        if c ~= ref then
+            local d = seeds.compare(c, ref, metric).diff
+            if d and d.n and d.n > 0 then
+                labels[#labels + 1] = string.format("%s (n=%d)", c.label, d.n)
+                local wide = d.n >= stats.MIN_INTERVAL_N
+                points[#points + 1] = {x = #labels, y = d.mean, lo = wide and d.ci_lo or nil,
+                                       hi = wide and d.ci_hi or nil}
+            end
+        end
+    end
+    if #points == 0 then return nil end
+    return plot.errorbar_figure(out, "differences_" .. safe(g ~= "" and g or "all"),
+        {{name = metric .. " - " .. reference, points = points}},
+        {xlabels = labels, ylabel = metric .. " - " .. reference,
+         title = string.format("%s: %s minus %s, paired by seed (95%% CI from %d seeds on)", g, metric, reference,
+                               stats.MIN_INTERVAL_N)})
+end
+
+-- Figures of one experiment into <out>/plots: per group, the `column` curves of every cell
+-- (curves_figure), the paired differences of `metric` to the reference (differences_figure),
+-- and the weights of the first seed of every cell whose weights change.
 function M.figures(col, out, opts)
     local plot = require "plot"
     local made = {}
     local groups, by = seeds.groups(col)
     local column = opts.column or "specific_loss"
     for _, g in ipairs(groups) do
-        local series = {}
-        for _, c in ipairs(by[g]) do
-            local rows = M.curve(c, column)
-            if #rows > 0 then series[#series + 1] = {name = c.label, rows = rows} end
-        end
-        if #series > 0 then
-            local f = plot.band_figure(out, "curves_" .. safe(g ~= "" and g or "all"), series,
-                {title = string.format("%s%s: %s (mean over seeds, 95%% CI band)", opts.name or "",
-                                       g ~= "" and (" " .. g) or "", opts.ylabel or column:gsub("_", " ")),
-                 ylabel = opts.ylabel or column})
-            made[#made + 1] = f
+        made[#made + 1] = curves_figure(plot, out, g, by[g], column, opts)
+        if opts.metric and opts.reference then
+            made[#made + 1] = differences_figure(plot, out, g, by[g], opts.metric, opts.reference)
         end
         for _, c in ipairs(by[g]) do
             local first = seeds.seed_list(c)[1]

@@ -90,13 +90,13 @@ function M.summary(xs)
     local sum = 0
     for i = 1, n do sum = sum + v[i] end
     local mean = sum / n
-    if n == 1 then return {n = 1, mean = mean} end
+    if n == 1 then return {n = 1, mean = mean, values = v} end
     local ss = 0
     for i = 1, n do ss = ss + (v[i] - mean) ^ 2 end
     local sd = math.sqrt(ss / (n - 1))
     local se = sd / math.sqrt(n)
     local t = M.t_quantile(0.95, n - 1)
-    return {n = n, mean = mean, sd = sd, se = se, t = t,
+    return {n = n, mean = mean, sd = sd, se = se, t = t, values = v,
             ci_lo = mean - t * se, ci_hi = mean + t * se}
 end
 
@@ -145,14 +145,33 @@ function M.mean_pair_gap(xs)
     return sum / pairs_n
 end
 
--- "mean ± half-width (n=N)", or "mean (n=1)"; fmt formats the numbers.
-function M.format(s, fmt)
+-- The fewest values an interval is printed for: from two points, a t interval (t = 12.7) says
+-- little more than the two values themselves, which are printed instead.
+M.MIN_INTERVAL_N = 3
+
+-- The one way a summary is printed (tables, aggregate, notes): n = 0 "-"; n = 1 "v (n=1)";
+-- n = 2 "a, b (n=2)" (the two values); n >= 3 "mean [lo, hi]", the interval clipped to the
+-- metric's range when it has one (range = {lo, hi}, either may be nil: a count cannot go
+-- below 0, a share above 1). fmt formats the numbers (default "%.4f").
+function M.format(s, fmt, range)
     fmt = fmt or "%.4f"
     if not s or not s.n or s.n == 0 then return "-" end
-    if s.n == 1 or not s.ci_hi then
+    if s.n == 1 then return string.format(fmt .. " (n=1)", s.mean) end
+    if s.n < M.MIN_INTERVAL_N or not s.ci_lo then
+        local v = s.values or {}
+        if #v == s.n then
+            local parts = {}
+            for i, x in ipairs(v) do parts[i] = string.format(fmt, x) end
+            return table.concat(parts, ", ") .. string.format(" (n=%d)", s.n)
+        end
         return string.format(fmt .. " (n=%d)", s.mean, s.n)
     end
-    return string.format(fmt .. " ± " .. fmt .. " (n=%d)", s.mean, s.ci_hi - s.mean, s.n)
+    local lo, hi = s.ci_lo, s.ci_hi
+    if range then
+        if range[1] and lo < range[1] then lo = range[1] end
+        if range[2] and hi > range[2] then hi = range[2] end
+    end
+    return string.format(fmt .. " [" .. fmt .. ", " .. fmt .. "]", s.mean, lo, hi)
 end
 
 return M

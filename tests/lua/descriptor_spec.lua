@@ -93,4 +93,14 @@ describe("experiment descriptors", function()
         assert.is_truthy(h.read(s2 .. "/toy/toy/dga/seed-1/summary.json"))
         for _, d in ipairs{dir, study, docs, s2} do h.rm(d) end
     end)
+
+    it("the README's results digest is what the report makes of the committed records", function()
+        local copy = h.tmpdir("readme") .. "/README.md"
+        local readme = h.read("README.md")
+        h.write(copy, readme)
+        require("report").write_readme("results/study", copy)
+        assert.are.equal(readme, h.read(copy), "README.md's digest is stale: ./dgalua scripts/report.lua "
+                         .. "--study results/study --readme README.md")
+    end)
 end)
+
