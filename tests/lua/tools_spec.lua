@@ -84,6 +84,7 @@ describe("the tools", function()
         for src in out:gmatch("\n    #%d+ %(([%w_]+), doc") do sources[#sources + 1] = src end
         assert.are.same({"zzz_major", "zzz_major", "zzz_major"}, sources)
         -- with enough samples the minority source gets its share
+        local _
         _, out = tool("inspect_store.lua", shell_quote(tmp("store")) .. " --samples 8")
         local minor = select(2, out:gsub("%(aaa_minor, doc", ""))
         assert.are.equal(1, minor, out)
@@ -125,5 +126,22 @@ describe("the tools", function()
         assert.are.equal(-2.5, r.shift)
         assert.are.equal(-3, r.s)
         assert.are.same({"--flag", "-1"}, args.join_negative_values(p, {"--flag", "-1"}))
+    end)
+end)
+
+describe("make deps", function()
+    local function dry(args)
+        local code, out = h.run("make -n -C " .. shell_quote(ROOT) .. " " .. args, os.tmpname())
+        assert.are.equal(0, code, out)
+        return out
+    end
+
+    it("installs what the main job needs, and OpenMPI only with MPI=1 or for the tests", function()
+        if os.execute("command -v make >/dev/null 2>&1") ~= true then pending("no make") end
+        local deps = dry("deps")
+        contains(deps, "libopenblas-dev")
+        assert.is_nil(deps:find("openmpi", 1, true), deps)
+        contains(dry("deps MPI=1"), "libopenmpi-dev")
+        contains(dry("test-deps"), "openmpi-bin libopenmpi-dev")
     end)
 end)
