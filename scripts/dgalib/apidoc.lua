@@ -150,8 +150,10 @@ M.groups = {
          doc = "The prompt text of a question, lm-evaluation-harness style, with optional few-shot examples.",
          example = 'print(dga.mmlu_render(mm:split("val")[1]))'},
         {"mmlu_score", args = "(model, tok, questions [, {shots = 0, dev = list_or_mmlu, batch}])",
-         returns = "{accuracy, answer_loss, n, correct, loglik, by_subject}",
-         doc = "Scores each question by the log-likelihood of the four answer letters.",
+         returns = "{accuracy, answer_loss, n, correct, loglik, shots, shortened, truncated, by_subject}",
+         doc = "Scores each question by the log-likelihood of the four answer letters. A prompt too long for the "
+               .. "context loses shots from its end (shots: int32 [n], those kept), else is cut from the left; "
+               .. "shortened and truncated count them.",
          example = 'local r = dga.mmlu_score(m, tok, mm:split("val"), {shots = 0})'},
         {"eval_loss_seqs", args = "(model, seqs, batch)", returns = "number",
          doc = "Mean next-token loss over int32 sequences [N, L], batch rows at a time.",
