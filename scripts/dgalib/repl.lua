@@ -329,6 +329,62 @@ function M.complete(text)
     return uniq
 end
 
+-- The text of the string literal the cursor is in: `before` is the line up to the cursor;
+-- returns the literal's text so far and its first position in `before`, or nil outside a
+-- string (and in a comment).
+function M.open_string(before)
+    local i, n, quote, first = 1, #before, nil, nil
+    while i <= n do
+        local c = before:sub(i, i)
+        if quote then
+            if c == "\\" then i = i + 1
+            elseif c == quote then quote = nil end
+        elseif c == '"' or c == "'" then
+            quote, first = c, i + 1
+        elseif c == "-" and before:sub(i + 1, i + 1) == "-" then
+            return nil
+        end
+        i = i + 1
+    end
+    if quote then return before:sub(first), first end
+    return nil
+end
+
+-- File names that complete a path: the entries of its directory (relative to the current
+-- one, or absolute) starting with its last part, directories with a trailing "/"; names
+-- starting with "." only when the part does.
+function M.complete_path(path)
+    local dir, base = path:match("^(.*/)([^/]*)$")
+    if not dir then dir, base = "", path end
+    local lfs = require "lfs"
+    local ok, iter, state = pcall(lfs.dir, dir == "" and "." or dir)
+    if not ok then return {} end
+    local out = {}
+    for name in iter, state do
+        if name ~= "." and name ~= ".." and name:sub(1, #base) == base
+           and (name:sub(1, 1) ~= "." or base:sub(1, 1) == ".") then
+            local full = dir .. name
+            if lfs.attributes(full, "mode") == "directory" then full = full .. "/" end
+            out[#out + 1] = full
+        end
+    end
+    table.sort(out)
+    return out
+end
+
+-- Completion inside a string literal: nil when the cursor is outside one, else the file
+-- names completing the literal's text, each cut to start where readline's word does (start:
+-- its 0-based offset in the line; the word stops at characters such as "/" and "-").
+function M.complete_string(before, start)
+    local path, first = M.open_string(before)
+    if not path then return nil end
+    local skip = start + 1 - first   -- characters of the path before readline's word
+    if skip < 0 then return {} end
+    local out = {}
+    for i, full in ipairs(M.complete_path(path)) do out[i] = full:sub(skip + 1) end
+    return out
+end
+
 -- ------------------------------------------------------------------ top-level locals
 
 -- Each REPL line is its own chunk, so `local x = 1` would be gone on the next line. The

@@ -180,6 +180,24 @@ describe("REPL helpers", function()
         rawset(_G, "repl_spec_vec", nil)
     end)
 
+    it("finds the string literal the cursor is in and completes file names in it", function()
+        assert.are.same({"../shared/da", 6}, {repl.open_string('f = "../shared/da')})
+        assert.are.same({"x/", 17}, {repl.open_string([[g("a\"b", 'c', 'x/]])})
+        assert.is_nil(repl.open_string('f = "closed" .. x'))
+        assert.is_nil(repl.open_string('x = 1 -- "not a string'))
+        local dir = h.tmpdir("compl/data_dir", "compl/dance")
+        write(dir .. "/compl/data_dir/file_one.txt", "")
+        write(dir .. "/compl/.hidden", "")
+        local line = 'x = "' .. dir .. "/compl/da"
+        -- readline's word starts after the last "/": the candidates are cut to start there
+        assert.are.same({"dance/", "data_dir/"}, repl.complete_string(line, #line - 2))
+        assert.are.same({dir .. "/compl/dance/", dir .. "/compl/data_dir/"}, repl.complete_path(dir .. "/compl/da"))
+        assert.are.same({dir .. "/compl/.hidden"}, repl.complete_path(dir .. "/compl/."))
+        assert.are.same({}, repl.complete_path(dir .. "/no_such_dir/x"))
+        assert.is_nil(repl.complete_string("x = 1 + da", 8))
+        h.rm(dir)
+    end)
+
     it("makes top-level locals global and leaves the others alone", function()
         assert.are.equal("a, b = 1, 2", repl.rewrite("local a, b = 1, 2"))
         assert.are.equal("a, b = nil; c = 1", repl.rewrite("local a, b; local c = 1"))
@@ -259,5 +277,44 @@ describe("the REPL", function()
         contains(out, "function dga.tokenizer_load")
         contains(out, "m:num_params()")
         assert.is_truthy(out:find("3952\r?\n"), out)   -- the model's parameter count, the result
+    end)
+
+    -- Types keys into dgalua on a pty (script), from directory cwd; returns its output.
+    local function on_pty(keys, cwd)
+        write(tmp("keys.txt"), keys)
+        local cmd = string.format("cd %s && DGALUA_HISTORY=%s script -qfec %s /dev/null < %s", shell_quote(cwd or ROOT),
+                                  shell_quote(tmp("history")), shell_quote(shell_quote(DGALUA)),
+                                  shell_quote(tmp("keys.txt")))
+        local code, out = h.run(cmd, tmp("err.txt"))
+        assert.are.equal(0, code, out)
+        return out
+    end
+
+    it("completes file names inside a string past every /, relative and absolute", function()
+        if os.execute("command -v script >/dev/null 2>&1") ~= true then pending("no 'script' to make a pty") end
+        os.execute("mkdir -p " .. shell_quote(tmp("shared/data_dir")) .. " " .. shell_quote(tmp("work")))
+        write(tmp("shared/data_dir/file_one.txt"), "")
+        local out = on_pty('print(("x"):rep(0) .. "' .. tmp("shared/da") .. '\tfi\t")\n' ..
+                           'print("../shared/da\tfi\t")\n', tmp("work"))
+        -- what print wrote (the typed line shows the same path inside quotes)
+        assert.is_truthy(out:find("[\r\n]" .. tmp("shared/data_dir/file_one.txt"):gsub("%p", "%%%0") .. "\r?\n"), out)
+        assert.is_truthy(out:find("[\r\n]%.%./shared/data_dir/file_one%.txt\r?\n"), out)
+    end)
+
+    it("keeps a multi-line entry as one history entry across restarts", function()
+        if os.execute("command -v script >/dev/null 2>&1") ~= true then pending("no 'script' to make a pty") end
+        os.remove(tmp("history"))
+        on_pty("for i = 1, 2 do\nprint(i * 11)\nend\n")
+        local hist = read(tmp("history"))
+        assert.is_truthy(hist:find("\nfor i = 1, 2 do\nprint%(i %* 11%)\nend\n"), hist)
+        -- a new session: the Up arrow brings the whole loop back, and Enter runs it
+        local out = on_pty("\27[A\n")
+        assert.is_truthy(out:find("11\r?\n22\r?\n"), out)
+        -- a history file of the old form (a line an entry) keeps its lines as entries
+        write(tmp("history"), "old_a = 1\nold_b = 2\n")
+        out = on_pty("\27[A\nprint('seen', old_a, old_b)\n")   -- the last entry alone
+        assert.is_truthy(out:find("[\r\n]seen\tnil\t2\r?\n"), out)
+        hist = read(tmp("history"))
+        assert.is_truthy(hist:find("^#%d+\nold_a = 1\n#%d+\nold_b = 2\n"), hist)
     end)
 end)
