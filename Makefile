@@ -3,8 +3,8 @@
 #   make test       the test suite (release, then ASan+UBSan); last line "N passed, N failed"
 #   make bench      benchmarks (never part of the tests)
 #   make lint       luacheck over the Lua (.luacheckrc)
-#   make deps       install the Debian packages the main job needs, and OpenMPI (apt-get)
-#   make test-deps  install the ones only the tests and benchmarks need
+#   make deps       install the Debian packages the main job needs (apt-get; MPI=1: and OpenMPI)
+#   make test-deps  install the ones only the tests and benchmarks need, OpenMPI included
 #   make MPI=1      also build/mpi/dgalua, with MPI collectives (needs mpicc; see below)
 # Out-of-tree builds: make BUILD=/tmp/mybuild (objects and test binaries go there).
 
@@ -14,10 +14,13 @@ CC       ?= cc
 PKGS     := lua5.4 openblas jansson zlib
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
             libcsv-dev libjansson-dev zlib1g-dev libreadline-dev lua-argparse \
-            lua-filesystem gnuplot-nox openmpi-bin libopenmpi-dev
+            lua-filesystem gnuplot-nox
+# OpenMPI: only the MPI build (make MPI=1) and its tests use it; `make deps MPI=1` adds it,
+# and so does `make test-deps`, since `make test` builds and tests the MPI binary where mpicc exists.
+MPI_DEBS := openmpi-bin libopenmpi-dev
 # Only the tests and benchmarks need these: cmocka and busted run the suite, tests/interop and
 # bench's reference load a checkpoint into PyTorch, and luacheck lints the Lua.
-TEST_DEBS:= libcmocka-dev lua-busted python3-torch lua-check
+TEST_DEBS:= libcmocka-dev lua-busted python3-torch lua-check $(MPI_DEBS)
 
 # -fno-trapping-math: nothing here reads the floating-point exception flags, and without it
 # GCC will not if-convert a float compare on AVX2 (AVX-512 does it with mask registers), so
@@ -43,7 +46,7 @@ MPICC    ?= mpicc
 HAVE_MPI := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_EXE  := $(BUILD)/mpi/dgalua
 ifeq ($(MPI),1)
-ifeq ($(HAVE_MPI),)
+ifeq ($(HAVE_MPI)$(filter deps,$(MAKECMDGOALS)),)
 $(error MPI=1 needs $(MPICC) (Debian: apt-get install libopenmpi-dev openmpi-bin))
 endif
 endif
@@ -149,7 +152,7 @@ else echo "all $(2) present"; fi
 endef
 
 deps:
-	$(call install_missing,$(DEBS),dependencies)
+	$(call install_missing,$(DEBS) $(if $(filter 1,$(MPI)),$(MPI_DEBS)),dependencies)
 
 test-deps: deps
 	$(call install_missing,$(TEST_DEBS),test dependencies)

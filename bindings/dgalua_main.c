@@ -10,9 +10,11 @@
  *   - errors are reported by the rule below (see user_error), and the exit status is 2 for a
  *     usage mistake (a bad option, a script that cannot be opened) and 1 for a runtime error;
  *   - the interactive REPL uses GNU readline with a persistent history (~/.dgalua_history or
- *     $DGALUA_HISTORY), and Ctrl-C at the prompt discards the line instead of quitting;
+ *     $DGALUA_HISTORY; a multi-line entry stays one entry, see load_history), and Ctrl-C at
+ *     the prompt discards the line instead of quitting;
  *   - the REPL's Lua side is scripts/repl/repl.lua: help(), pretty-printed results, tab
- *     completion of Lua names, and top-level `local`s that persist (see M.rewrite there).
+ *     completion of Lua names and of file names inside strings, and top-level `local`s that
+ *     persist (see M.rewrite there).
  *
  * Ctrl-C during a computation uses lua.c's technique: the signal handler only installs a
  * debug hook (lua_sethook is documented as async-signal-safe), and the hook raises
@@ -495,6 +497,26 @@ static const char *rewrite_input(lua_State *L, int helper, const char *code)
     return lua_pushstring(L, code);
 }
 
+/* The history file keeps a multi-line entry whole: every entry is written after a "#<time>"
+ * line (readline's timestamps), and lines up to the next timestamp are read back as one
+ * entry. A file written before (no timestamps) is read line by line once and rewritten in
+ * the new form, so its lines stay separate entries. */
+static void load_history(const char *path)
+{
+    history_comment_char = '#';
+    history_write_timestamps = 1;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    int c0 = fgetc(f), c1 = fgetc(f);
+    fclose(f);
+    if (c0 == EOF) return;
+    int stamped = c0 == '#' && c1 >= '0' && c1 <= '9';
+    history_multiline_entries = stamped;
+    read_history(path);
+    if (!stamped) write_history(path);
+    history_multiline_entries = 1;
+}
+
 static void remember(repl_state *st, const char *code)
 {
     if (!st->tty || code[strspn(code, " \t\n")] == '\0') return;
@@ -573,36 +595,43 @@ static char *next_match(const char *text, int state)
     return state < g_nmatches ? strdup(g_matches[state]) : NULL;
 }
 
-/* Lua names (globals, fields, methods) through repl.repl's complete(); inside a string
- * literal, readline's file names as before. */
+/* Inside a string literal, file names through repl.repl's complete_string() (the whole
+ * path since the opening quote, so "../shared/da<TAB> completes past every '/'); elsewhere
+ * Lua names (globals, fields, methods) through its complete(). */
 static char **complete_lua(const char *text, int start, int end)
 {
-    (void)end;
     repl_state *st = g_repl;
-    if (start > 0 && (rl_line_buffer[start - 1] == '"' || rl_line_buffer[start - 1] == '\'')) return NULL;
     rl_attempted_completion_over = 1;
     if (!st) return NULL;
     lua_State *L = st->L;
     int top = lua_gettop(L);
     char **result = NULL;
-    if (push_helper(L, st->helper, "complete")) {
+    int got = 0;
+    if (push_helper(L, st->helper, "complete_string")) {
+        lua_pushlstring(L, rl_line_buffer, (size_t)end);
+        lua_pushinteger(L, start);
+        got = lua_pcall(L, 2, 1, 0) == LUA_OK && lua_istable(L, -1);
+        if (!got) lua_settop(L, top);
+    }
+    if (!got && push_helper(L, st->helper, "complete")) {
         lua_pushstring(L, text);
-        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
-            int n = (int)luaL_len(L, -1);
-            g_matches = calloc((size_t)n + 1, sizeof *g_matches);
-            g_nmatches = 0;
-            for (int i = 1; g_matches && i <= n; i++) {
-                lua_rawgeti(L, -1, i);
-                if (lua_type(L, -1) == LUA_TSTRING) g_matches[g_nmatches++] = strdup(lua_tostring(L, -1));
-                lua_pop(L, 1);
-            }
-            rl_completion_append_character = '\0';
-            if (g_nmatches > 0) result = rl_completion_matches(text, next_match);
-            for (int i = 0; i < g_nmatches; i++) free(g_matches[i]);
-            free(g_matches);
-            g_matches = NULL;
-            g_nmatches = 0;
+        got = lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1);
+    }
+    if (got) {
+        int n = (int)luaL_len(L, -1);
+        g_matches = calloc((size_t)n + 1, sizeof *g_matches);
+        g_nmatches = 0;
+        for (int i = 1; g_matches && i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            if (lua_type(L, -1) == LUA_TSTRING) g_matches[g_nmatches++] = strdup(lua_tostring(L, -1));
+            lua_pop(L, 1);
         }
+        rl_completion_append_character = '\0';
+        if (g_nmatches > 0) result = rl_completion_matches(text, next_match);
+        for (int i = 0; i < g_nmatches; i++) free(g_matches[i]);
+        free(g_matches);
+        g_matches = NULL;
+        g_nmatches = 0;
     }
     lua_settop(L, top);
     return result;
@@ -688,7 +717,7 @@ static void repl(lua_State *L)
         using_history();
         stifle_history(HISTORY_MAX);
         st.hist = history_path(histbuf, sizeof histbuf);
-        if (st.hist) read_history(st.hist);
+        if (st.hist) load_history(st.hist);
         repl_tty(&st);
     } else {
         repl_plain(&st);

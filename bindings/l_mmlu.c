@@ -293,7 +293,8 @@ static dga_status lua_encode(void *ud, const char *text, size_t len, int32_t **i
 
 /* dga.mmlu_score(model, tok, questions, {shots=0, dev=list_or_mmlu, batch=max})
  *   -> {accuracy=, answer_loss=, n=, correct=, loglik=float32 [n x 4],
- *       by_subject={[subject]={n=, correct=, accuracy=}}} */
+ *       shots=int32 [n] (examples in each prompt scored), shortened=, truncated=,
+ *       by_subject={[subject]={n=, correct=, accuracy=, shortened=, shots_used=}}} */
 static int l_mmlu_score(lua_State *L)
 {
     lua_settop(L, 4);
@@ -327,13 +328,18 @@ static int l_mmlu_score(lua_State *L)
     DGAL_CHECK(L, dga_tensor_new(DGA_F32, 2, shape, &ll));
     dgal_push_tensor(L, ll);   /* Lua owns it from here */
     double *buf = lua_newuserdatauv(L, (n ? n : 1) * 4 * sizeof *buf, 0);
+    dga_mmlu_fit *fit = lua_newuserdatauv(L, (n ? n : 1) * sizeof *fit, 0);
+    dga_tensor *used = NULL;
+    int64_t n_q = (int64_t)n;
+    DGAL_CHECK(L, dga_tensor_new(DGA_I32, 1, &n_q, &used));
+    dgal_push_tensor(L, used);   /* loglik, buf, fit, used */
     lua_encoder enc = {L, 2};
     dga_mmlu_result res;
     DGAL_CHECK(L, dga_eval_mmlu(model, lua_encode, &enc, qs, n, dev, n_dev, shots, batch, &res,
-                                buf));
+                                buf, fit));
     float *out = dga_tensor_f32(ll);
     size_t correct = 0;
-    lua_newtable(L);          /* by_subject: subject -> {n=, correct=, accuracy=} */
+    lua_newtable(L);          /* by_subject: subject -> {n=, correct=, accuracy=, shortened=, shots_used=} */
     for (size_t i = 0; i < n; i++) {
         int best = 0;
         for (int c = 0; c < 4; c++) {
@@ -362,12 +368,27 @@ static int l_mmlu_score(lua_State *L)
         lua_setfield(L, -2, "correct");
         lua_pushnumber(L, (lua_Number)sc / (lua_Number)sn);
         lua_setfield(L, -2, "accuracy");
-        lua_pop(L, 1);
+        int shortened = fit[i].shots < shots || fit[i].cut_tokens > 0;
+        lua_getfield(L, -1, "shortened");
+        lua_pushinteger(L, lua_tointeger(L, -1) + shortened);
+        lua_setfield(L, -3, "shortened");
+        lua_getfield(L, -2, "shots_used");
+        lua_pushinteger(L, lua_tointeger(L, -1) + fit[i].shots);
+        lua_setfield(L, -4, "shots_used");
+        lua_pop(L, 3);
+        dga_tensor_i32(used)[i] = fit[i].shots;
     }
-    lua_remove(L, -2);        /* buf; loglik tensor, by_subject on top */
-    lua_createtable(L, 0, 6);
+    lua_remove(L, -4);        /* buf */
+    lua_remove(L, -3);        /* fit; loglik, used, by_subject on top */
+    lua_createtable(L, 0, 9);
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, "by_subject");
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "shots");
+    lua_pushinteger(L, (lua_Integer)res.shortened);
+    lua_setfield(L, -2, "shortened");
+    lua_pushinteger(L, (lua_Integer)res.truncated);
+    lua_setfield(L, -2, "truncated");
     lua_pushnumber(L, res.accuracy);
     lua_setfield(L, -2, "accuracy");
     lua_pushnumber(L, res.answer_loss);
@@ -376,7 +397,7 @@ static int l_mmlu_score(lua_State *L)
     lua_setfield(L, -2, "n");
     lua_pushinteger(L, (lua_Integer)correct);
     lua_setfield(L, -2, "correct");
-    lua_pushvalue(L, -3);
+    lua_pushvalue(L, -4);
     lua_setfield(L, -2, "loglik");
     return 1;
 }

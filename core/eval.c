@@ -289,9 +289,19 @@ static dga_status score_shared(dga_model *model, const dga_loglik_request *r, fl
     return DGA_OK;
 }
 
+/* Tokens by which a question's longest request exceeds the context window (0: it fits). */
+static int overflow(const dga_loglik_request *r, int n_ctx)
+{
+    int over = 0;
+    for (int c = 0; c < 4; c++)
+        if (r[c].n_tokens - 1 - n_ctx > over) over = r[c].n_tokens - 1 - n_ctx;
+    return over;
+}
+
 dga_status dga_eval_mmlu(dga_model *model, dga_encode_fn encode, void *encode_ud,
                          const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
-                         size_t n_dev, int shots, int batch, dga_mmlu_result *res, double *loglik)
+                         size_t n_dev, int shots, int batch, dga_mmlu_result *res, double *loglik,
+                         dga_mmlu_fit *fit)
 {
     memset(res, 0, sizeof *res);
     if (shots < 0 || shots > 64)
@@ -323,16 +333,33 @@ dga_status dga_eval_mmlu(dga_model *model, dga_encode_fn encode, void *encode_ud
     }
     size_t correct = 0;
     double loss_sum = 0.0;
+    const int n_ctx = dga_model_context(model);
     for (size_t k = 0; k < n && st == DGA_OK; k += MMLU_CHUNK) {
         size_t m = n - k < MMLU_CHUNK ? n - k : MMLU_CHUNK;
         memset(reqs, 0, 4 * m * sizeof *reqs);
         for (size_t i = 0; i < m && st == DGA_OK; i++) {
             const dga_mmlu_question *q = &qs[k + i];
             st = pick_shots(q, dev, n_dev, shots, shot_buf);
-            char *context = NULL;
-            if (st == DGA_OK) st = dga_mmlu_render(q, shot_buf, shots, 0, &context);
-            if (st == DGA_OK) st = tokenize_question(encode, encode_ud, context, k + i, &reqs[4 * i]);
-            free(context);
+            dga_mmlu_fit f = {shots, 0};
+            while (st == DGA_OK) {
+                char *context = NULL;
+                st = dga_mmlu_render(q, shot_buf, f.shots, 0, &context);
+                if (st == DGA_OK) st = tokenize_question(encode, encode_ud, context, k + i, &reqs[4 * i]);
+                free(context);
+                if (st != DGA_OK) break;
+                f.cut_tokens = overflow(&reqs[4 * i], n_ctx);
+                if (f.cut_tokens == 0 || f.shots == 0) break;
+                for (int c = 0; c < 4; c++) {   /* one shot fewer, and again */
+                    free((void *)reqs[4 * i + (size_t)c].tokens);
+                    reqs[4 * i + (size_t)c].tokens = NULL;
+                }
+                f.shots--;
+            }
+            if (st != DGA_OK) break;
+            res->shortened += f.shots < shots || f.cut_tokens > 0;
+            res->truncated += f.cut_tokens > 0;
+            res->shots_used += (size_t)f.shots;
+            if (fit) fit[k + i] = f;
         }
         /* Questions whose four continuations share the context are scored from one forward
          * each; the others go through the batched scorer together. */
@@ -368,7 +395,10 @@ dga_status dga_eval_mmlu(dga_model *model, dga_encode_fn encode, void *encode_ud
     free(reqs);
     free(ll);
     free(shot_buf);
-    if (st != DGA_OK) return st;
+    if (st != DGA_OK) {
+        memset(res, 0, sizeof *res);
+        return st;
+    }
     res->n = n;
     if (n) {
         res->accuracy = (double)correct / (double)n;

@@ -55,14 +55,29 @@ typedef struct {
     double accuracy;      /* share of questions whose argmax letter is the answer */
     double answer_loss;   /* mean over questions of the NLL per token of " <answer letter>" */
     size_t n;             /* questions scored */
+    size_t shortened;     /* prompts that did not fit the context as asked (shots dropped or cut) */
+    size_t truncated;     /* of those, prompts still too long with no shot left: cut from the left */
+    size_t shots_used;    /* examples in all the prompts scored, summed (n * shots when all fit) */
 } dga_mmlu_result;
+
+/* How one question's prompt was fitted to the model's context. */
+typedef struct {
+    int shots;            /* examples in the prompt scored (fewer than asked when it did not fit) */
+    int cut_tokens;       /* tokens cut from its start with no shot left (0: it fitted) */
+} dga_mmlu_fit;
 
 /* MMLU scored as lm-evaluation-harness does: context = dga_mmlu_render(q, shots, 0) with
  * the first `shots` questions of `dev` that share q's subject (in dev order; fewer than
  * `shots` is DGA_ERR_INVALID), continuations " A", " B", " C", " D"; the continuation tokens
  * are encode(context + continuation) minus its first len(encode(context)) tokens; prediction =
  * argmax log-likelihood (first on ties). loglik (4 per question, may be NULL) gets the four
- * scores. Questions are tokenized and scored in chunks, so memory does not grow with n.
+ * scores.
+ * A prompt longer than the model's context loses its last shots, one at a time, until it fits
+ * (the k-shot prompt becomes the j-shot one, j < k), rather than losing its start and with it
+ * the task's header; a prompt that does not fit even with no shot is cut from the left, as the
+ * harness cuts. res counts both, and fit (n entries, may be NULL) says per question what was
+ * scored, so that a caller can report it: a cut prompt is a different measurement.
+ * Questions are tokenized and scored in chunks, so memory does not grow with n.
  * When the four continuations are single tokens after identical context tokens (the usual
  * case with GPT-2 style BPE), one dga_model_next_logits of the context gives all four (4x less
  * work); otherwise the four rows of several questions share dga_model_eval calls
@@ -70,6 +85,6 @@ typedef struct {
 dga_status dga_eval_mmlu(dga_model *model, dga_encode_fn encode, void *encode_ud,
                          const dga_mmlu_question *qs, size_t n, const dga_mmlu_question *dev,
                          size_t n_dev, int shots, int batch, dga_mmlu_result *res,
-                         double *loglik);
+                         double *loglik, dga_mmlu_fit *fit);
 
 #endif

@@ -265,10 +265,12 @@ local function notes(x)
                    "accuracy_top_letter_share is the share of questions given the model's most frequent letter: "
                    .. "near 100, accuracy is that letter's frequency (chance), not knowledge."}
     local report = require "report"
-    -- Accuracy at chance, said per run from the summaries: a run that gives one letter to at
-    -- least 90% of the questions scores that letter's frequency; and a run whose accuracy lies
-    -- within the 95% binomial interval of a random guesser (p = 1/4 over the scored questions)
-    -- cannot be told from chance, whatever letters it gives.
+    -- Two different checks, said per run from the summaries, in words that keep them apart: a
+    -- run whose accuracy lies within the 95% binomial interval of a uniform random guesser
+    -- (p = 1/4 over the scored questions) cannot be told from chance; a run that gives one
+    -- letter to at least 90% of the questions scores that letter's frequency in the questions,
+    -- which may lie outside that interval although the run knows nothing. Only the first is
+    -- called "chance".
     local col, chance, total = report.collect(a.out), {}, 0
     local half = 100 * 1.96 * math.sqrt(0.25 * 0.75 / #d.q_score)
     local within = 0
@@ -298,14 +300,16 @@ local function notes(x)
                                           .. "questions) in %d of %d runs%s.", half, #d.q_score, within, total,
                                           within == total and ": **accuracy is at chance in every run**" or "")
     end
+    local letter_note = "its accuracy is that letter's frequency among the scored questions, not knowledge, "
+                        .. "and lies outside the guesser's interval when that frequency does"
     if #chance == total and total > 0 then
-        lines[#lines + 1] = string.format("**Accuracy is at chance in every run** (%d of %d give one letter to at least "
-                                          .. "90%% of the questions): the accuracy column measures the letter "
-                                          .. "distribution of MMLU_b, not knowledge; the losses are the outcomes that "
-                                          .. "say something at this scale.", #chance, total)
+        lines[#lines + 1] = string.format("**Every run gives one letter to at least 90%% of the questions** (%d of "
+                                          .. "%d): %s; the accuracy column measures the letter distribution of "
+                                          .. "MMLU_b, and the losses are the outcomes that say something at this "
+                                          .. "scale.", #chance, total, letter_note)
     elseif #chance > 0 then
-        lines[#lines + 1] = string.format("Accuracy is at chance (one letter for at least 90%% of the questions) in %d of "
-                                          .. "%d runs: %s.", #chance, total, by_cell(chance))
+        lines[#lines + 1] = string.format("One letter for at least 90%% of the questions (%s) in %d of %d runs: %s.",
+                                          letter_note, #chance, total, by_cell(chance))
     end
     local out = {}
     for i, l in ipairs(lines) do

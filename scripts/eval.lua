@@ -7,6 +7,8 @@
 -- window); a partial last window is left out. The loss is the token-weighted mean NLL
 -- (natural log) over all predicted tokens, as m:eval computes it. Prints one line:
 --   loss 3.456789 ppl 31.71 windows 12 tokens 1536
+-- or, with --json, one JSON object with those numbers (the loss unrounded), the context and
+-- the two paths.
 local argparse = require "argparse"
 local args = require "cli.args"
 local windows = require "data.windows"
@@ -18,6 +20,7 @@ parser:option("--batch", "Windows per evaluation call.", "16"):convert(args.int(
 parser:option("--max-windows", "Evaluate at most this many windows (0: all).", "0")
       :convert(args.int(0))
 parser:option("--threads", "OpenBLAS threads."):convert(args.int(1))
+parser:flag("--json", "Print one JSON object (loss, ppl, windows, tokens, context, checkpoint, data) instead.")
 local opt = parser:parse()
 
 if opt.threads then dga.set_threads(opt.threads) end
@@ -53,4 +56,10 @@ for first = 1, n, opt.batch do
     count = count + seq_count:sum()
 end
 local loss = count > 0 and nll / count or 0
-print(string.format("loss %.6f ppl %.2f windows %d tokens %d", loss, math.exp(loss), n, count))
+if opt.json then
+    -- the same numbers for a program to read: loss at full precision, and what was measured
+    print(require("util.json").encode{loss = loss, ppl = math.exp(loss), windows = n, tokens = count,
+                                        context = T, checkpoint = opt.checkpoint, data = opt.data})
+else
+    print(string.format("loss %.6f ppl %.2f windows %d tokens %d", loss, math.exp(loss), n, count))
+end

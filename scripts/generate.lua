@@ -3,8 +3,9 @@
 --   dgalua scripts/generate.lua --checkpoint CKPT_DIR_OR_FILE --prompt-ids "1 2 3" --tokens 20 \
 --       [--temperature 0.8] [--top-k 40] [--top-p 0.9] [--seed 1] [--tokenizer tok.json] [--prompt "text"]
 --
--- Prints the generated ids (the new ones only) on one line; with a tokenizer (--tokenizer, or
--- the checkpoint's tokenizer.json) also the decoded text on a second line, "text: ...".
+-- Prints the prompt's ids, " | " and the generated ids on one line (--no-echo: the new ones
+-- only); with a tokenizer (--tokenizer, or the checkpoint's tokenizer.json) also the decoded
+-- text of prompt and continuation on a second line, "text: ...".
 -- Temperature 0 (the default) is greedy decoding; above 0 tokens are sampled from
 -- softmax(logits / temperature), restricted to the k most likely tokens (--top-k) and to the
 -- smallest set whose probability reaches p (--top-p, nucleus sampling), with a generator
@@ -25,6 +26,8 @@ parser:option("--top-p", "Sample from the smallest set of tokens whose probabili
       :convert(args.number(0, 1))
 parser:option("--seed", "Seed of the sampling generator.", "0"):convert(args.int())
 parser:option("--threads", "OpenBLAS threads."):convert(args.int(1))
+parser:flag("--no-echo", "Print only the generated part, not the prompt before it."):target("echo"):action("store_false")
+      :init(true)
 local opt = parser:parse()
 
 if opt.threads then dga.set_threads(opt.threads) end
@@ -49,7 +52,16 @@ end
 local model = ck.model
 local out = model:generate(prompt, opt.tokens, {temperature = opt.temperature, top_k = opt.top_k,
                                                 top_p = opt.top_p, seed = opt.seed})
-local parts = {}
-for i, id in ipairs(out) do parts[i] = tostring(id) end
-print(table.concat(parts, " "))
-if tok then print("text: " .. tok:decode(out)) end
+-- The prompt is echoed first (as a reader checks what was continued): "1 2 3 | 7 8" and the
+-- text of prompt and continuation decoded together; --no-echo prints the new part only.
+local function ids_text(ids)
+    local parts = {}
+    for i, id in ipairs(ids) do parts[i] = tostring(id) end
+    return table.concat(parts, " ")
+end
+local prompt_ids = type(prompt) == "table" and prompt or prompt:totable()
+local whole = {}
+if opt.echo then for _, id in ipairs(prompt_ids) do whole[#whole + 1] = id end end
+for _, id in ipairs(out) do whole[#whole + 1] = id end
+print(opt.echo and ids_text(prompt_ids) .. " | " .. ids_text(out) or ids_text(out))
+if tok then print("text: " .. tok:decode(whole)) end

@@ -79,6 +79,44 @@ local function shown_domains()
     return ids
 end
 
+-- The sequences shown for domain d. A domain's sequences are stored source by source, so
+-- evenly spaced positions start with whichever source comes first, often a small one: the
+-- samples follow the source mix instead, the majority source first, then each source in
+-- proportion to its share (largest remainder), spread evenly within it.
+local function sample_indices(d, want)
+    local n = math.tointeger(sizes[d])
+    want = math.min(want, n)
+    if want <= 0 then return {} end
+    local of, order = {}, {}
+    for i = 1, n do
+        local src = s:info(level, d, i).source
+        if not of[src] then of[src] = {}; order[#order + 1] = src end
+        local list = of[src]
+        list[#list + 1] = i
+    end
+    table.sort(order, function(x, y)
+        if #of[x] ~= #of[y] then return #of[x] > #of[y] end
+        return x < y
+    end)
+    local seq, quota = {}, {}
+    for j = 1, want do
+        local best, best_gap
+        for _, src in ipairs(order) do
+            local gap = j * #of[src] / n - (quota[src] or 0)
+            if (quota[src] or 0) < #of[src] and (not best or gap > best_gap) then best, best_gap = src, gap end
+        end
+        quota[best] = (quota[best] or 0) + 1
+        seq[j] = best
+    end
+    local picks, used = {}, {}
+    for j, src in ipairs(seq) do
+        local r = (used[src] or 0) + 1
+        used[src] = r
+        picks[j] = of[src][1 + ((r - 1) * #of[src]) // quota[src]]
+    end
+    return picks
+end
+
 local ids, scores = shown_domains()
 -- Word counts per shown domain (from evenly spread samples), then distinctiveness.
 local wc, df = {}, {}
@@ -109,9 +147,7 @@ for r, d in ipairs(ids) do
         first, first + nleaves - 1, scores and string.format(", cosine %.3f", scores[r]) or ""))
     print("    sources: " .. source_mix(d))
     if nwords > 0 then print("    words:   " .. table.concat(tw, " ")) end
-    local n = math.tointeger(sizes[d])
-    for j = 1, math.min(nsamples, n) do
-        local i = 1 + ((j - 1) * n) // math.max(1, nsamples)
+    for _, i in ipairs(sample_indices(d, nsamples)) do
         local info = s:info(level, d, i)
         local text = decode(s:sequence(level, d, i)):gsub("%s+", " ")
         if #text > nchars then

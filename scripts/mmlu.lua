@@ -5,8 +5,10 @@
 --       [--split test] [--limit N] [--out results.json] [--mmlu DIR] [--tokenizer tok.json]
 --
 -- Each question is scored by the log-likelihood of the four answer letters after the prompt
--- (dga.mmlu_score); k-shot prompts take their examples from the subject's dev split and are
--- left-truncated to the model's context as the harness truncates. The tokenizer is the
+-- (dga.mmlu_score); k-shot prompts take their examples from the subject's dev split. A prompt
+-- longer than the model's context loses shots from its end until it fits, and one too long
+-- even with no shot is cut from the left, as the harness cuts; either way a note line says how
+-- many, and the JSON's config records prompts_shortened, prompts_truncated and the shots used. The tokenizer is the
 -- checkpoint directory's tokenizer.json (or the one beside a .safetensors file) unless
 -- --tokenizer is given.
 local argparse = require "argparse"
@@ -82,7 +84,10 @@ local by_shots = {}
 for _, k in ipairs(shots) do
     local score = dga.mmlu_score(model, tok, questions, {shots = k, dev = k > 0 and dev or nil, batch = opt.batch})
     local summary = R.summarize(score.by_subject)
+    summary.fit = R.fit(score, k)
     by_shots[k] = summary
+    local note = R.fit_note(summary.fit, model:config().context)
+    if note then print(note) end
     local few = 0
     for _ in pairs(summary.subjects) do few = few + 1 end
     print(R.table(summary, {title = string.format("MMLU %s, %d-shot", opt.split, k),

@@ -44,8 +44,7 @@ end
 
 local domains = domains_of(a.corpus)   -- raises a clear error for a missing path
 if #domains == 0 then
-    io.stderr:write("error: no .jsonl or .txt files under " .. a.corpus .. "\n")
-    os.exit(1)
+    error("no .jsonl or .txt files under " .. a.corpus, 0)   -- dgalua prints it as "dgalua: ...", status 1
 end
 local budget = sample_mb > 0 and math.floor(sample_mb * 1e6 / #domains) or math.huge
 local texts, total = {}, 0
@@ -68,8 +67,7 @@ for _, dir in ipairs(domains) do
 end
 require("data.corpus").warn_skipped{skipped = skipped, messages = messages}
 if total == 0 then
-    io.stderr:write("error: no text found under " .. a.corpus .. "\n")
-    os.exit(1)
+    error("no text found under " .. a.corpus, 0)
 end
 
 log("training %d-token vocabulary on %.2f MB (%d documents)...", vocab, total / 1e6, #texts)

@@ -17,9 +17,61 @@ local M = {}
 M.EXIT_USAGE = 2
 
 -- argparse does not export its Parser class: an instance's metatable is the class.
-getmetatable(argparse("probe")).error = function(self, msg)
+local Parser = getmetatable(argparse("probe"))
+Parser.error = function(self, msg)
     io.stderr:write(("%s\n\nError: %s\n"):format(self:get_usage(), msg))
     os.exit(M.EXIT_USAGE)
+end
+
+-- A converter's message names its option ("--batch: 0 is outside 1..inf"): argparse reports
+-- it bare, and with several numeric options the reader cannot tell which one was wrong.
+local Option = getmetatable(argparse("probe"):option("--probe"))
+local set_convert = Option.convert
+Option.convert = function(self, conv)
+    if type(conv) == "function" then
+        local inner, name = conv, self._name
+        conv = function(s)
+            local v, err = inner(s)
+            if v == nil and type(err) == "string" and name then err = name .. ": " .. err end
+            return v, err
+        end
+    end
+    return set_convert(self, conv)
+end
+
+-- A negative number after an option that takes a value is that value ("--steps -5" gives
+-- --steps its range error), not an unknown option '-5' as argparse reads it: the pair is
+-- passed on as "--steps=-5".
+local function is_negative_number(a)
+    return type(a) == "string" and a:match("^%-[%d.]") ~= nil and tonumber(a) ~= nil
+end
+
+local function takes_value(parser, name)
+    for _, o in ipairs(parser._options or {}) do
+        for _, alias in ipairs(o._aliases or {}) do
+            if alias == name then return (o._maxargs or 0) > 0 end
+        end
+    end
+    return false
+end
+
+function M.join_negative_values(parser, list)
+    local out = {}
+    for _, a in ipairs(list) do
+        local prev = out[#out]
+        if is_negative_number(a) and type(prev) == "string" and prev:match("^%-%-?[^-=][^=]*$")
+           and takes_value(parser, prev) then
+            out[#out] = prev .. (prev:match("^%-%-") and "=" or "") .. a   -- "-s-5" for a short one
+        else
+            out[#out + 1] = a
+        end
+    end
+    return out
+end
+
+local parse_list = Parser._parse
+Parser._parse = function(self, list, handler)
+    return parse_list(self, M.join_negative_values(self, list or rawget(_G, "arg") or {}), handler)
 end
 
 -- Converter for an integer >= lo (and <= hi when given).

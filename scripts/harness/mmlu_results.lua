@@ -12,7 +12,8 @@
 -- ("mmlu", "mmlu_stem", ..., "mmlu_<subject>", each with "acc,none", "acc_stderr,none",
 -- "alias" and, beyond the harness, "n"), "groups" the overall score and the four categories,
 -- "group_subtasks" which subjects make each category, "n-shot" and "n-samples" per task, and
--- "config". Several shot counts go in one file: the document is then keyed "<k>-shot", each
+-- "config" (with, when the summary carries M.fit's record, how many prompts were shortened to
+-- fit the context and the shots actually used). Several shot counts go in one file: the document is then keyed "<k>-shot", each
 -- value shaped as above.
 --
 -- acc_stderr is the sample standard error of a mean of 0/1 outcomes, sqrt(p (1 - p) / (n - 1)),
@@ -94,6 +95,43 @@ function M.summarize(by_subject)
     return out
 end
 
+-- How the prompts of one dga.mmlu_score call fitted the model's context: {shots (asked),
+-- prompts, shortened (fewer shots than asked, or cut), truncated (cut from the left with no
+-- shot left), shots_used (mean over the prompts), shots_used_min, shots_used_by_subject
+-- ({[subject] = mean})}. The fields go into the document's config (via summary.fit).
+function M.fit(score, shots)
+    local by_subject, used_min = {}, shots
+    for subject, r in pairs(score.by_subject) do
+        by_subject[subject] = r.n > 0 and (r.shots_used or 0) / r.n or 0
+    end
+    local total = 0
+    local per = score.shots
+    for i = 1, score.n do
+        local k = math.tointeger(per[i])
+        total = total + k
+        if k < used_min then used_min = k end
+    end
+    return {shots = shots, prompts = score.n, shortened = score.shortened or 0, truncated = score.truncated or 0,
+            shots_used = score.n > 0 and total / score.n or shots, shots_used_min = used_min,
+            shots_used_by_subject = by_subject}
+end
+
+-- The line that says a measurement is not what was asked for, or nil when every prompt fitted.
+function M.fit_note(fit, context)
+    if fit.shortened == 0 then return nil end
+    local parts = {string.format("note: %d of %d %d-shot prompts did not fit the model's context of %d tokens",
+                                 fit.shortened, fit.prompts, fit.shots, context)}
+    if fit.shots > 0 then
+        parts[#parts + 1] = string.format("shots were dropped from the end (%.2f used on average, %d at least)",
+                                          fit.shots_used, fit.shots_used_min)
+    end
+    if fit.truncated > 0 then
+        parts[#parts + 1] = string.format("%d prompts %swere cut from the left", fit.truncated,
+                                          fit.shots > 0 and "still too long with no shot " or "")
+    end
+    return table.concat(parts, "; ")
+end
+
 local function sorted_keys(t)
     local keys = {}
     for k in pairs(t) do keys[#keys + 1] = k end
@@ -133,6 +171,11 @@ local function harness_doc(summary, shots, config)
     nshot.mmlu = shots
     local cfg = {num_fewshot = shots}
     for k, v in pairs(config or {}) do cfg[k] = v end
+    local fit = summary.fit
+    if fit then
+        cfg.prompts_shortened, cfg.prompts_truncated = fit.shortened, fit.truncated
+        cfg.shots_used, cfg.shots_used_by_subject = fit.shots_used, fit.shots_used_by_subject
+    end
     return {results = results, groups = groups, group_subtasks = subtasks, ["n-shot"] = nshot,
             ["n-samples"] = nsamples, config = cfg}
 end

@@ -2,6 +2,7 @@
 -- the rewriting of top-level `local`s. bindings/dgalua_main.c loads this module when the
 -- REPL starts and calls M.show, M.complete and M.rewrite; M.install puts help() in _G.
 local apidoc = require "repl.apidoc"
+local luadoc = require "repl.luadoc"
 
 local M = {}
 
@@ -83,6 +84,10 @@ local function function_name(f)
             end
         end
         for k, v in pairs(_G) do if type(v) == "function" then M.fnames[v] = k end end
+        local file_methods = getmetatable(io.stdout).__index
+        for k, v in pairs(type(file_methods) == "table" and file_methods or {}) do
+            if type(v) == "function" then M.fnames[v] = "file:" .. k end
+        end
         local d = rawget(_G, "dga")
         if type(d) == "table" then
             for k, v in pairs(d) do if type(v) == "function" then M.fnames[v] = "dga." .. k end end
@@ -124,6 +129,89 @@ end
 
 -- ------------------------------------------------------------------ help
 
+M.HELP_ON_HELP = table.concat({
+    "help([x]): what x is and how to use it.",
+    "  help()                  a guide to the dga module",
+    "  help(dga.gpt), help(\"gpt\")   one dga function;  help(m): an object and its methods",
+    "  help(m.forward), help(\"m:forward\"), help(\"gpt:forward\")   one method",
+    "  help(print), help(string.format), help(\"io.open\"), help(table)   Lua's own, with the manual section",
+    "  help(f) for your own function: where it is defined and its parameters; any other value: its type",
+}, "\n")
+
+-- The apidoc entry of a method function, found through the metatables of dga's classes.
+local function method_entry(f)
+    for _, c in ipairs(apidoc.classes) do
+        local methods = methods_of(debug.getregistry()[c.name])
+        for k, g in pairs(methods or {}) do
+            if g == f then
+                local e = apidoc.find(c.name .. ":" .. k)
+                if e then return e end
+            end
+        end
+    end
+    return nil
+end
+
+-- A function with no documentation: a user's Lua function says where it is defined and its
+-- parameters; a C function says so.
+local function describe_function(f)
+    local info = debug.getinfo(f, "Su")
+    if info.what == "C" then return "a C function without documentation (" .. tostring(f) .. ")" end
+    local params = {}
+    for i = 1, info.nparams do params[i] = debug.getlocal(f, i) end
+    if info.isvararg then params[#params + 1] = "..." end
+    return string.format("a Lua function (%s), defined at %s:%d", table.concat(params, ", "),
+                         info.short_src, info.linedefined)
+end
+
+local function describe_table(t)
+    local n, other, names = #t, 0, {}
+    for k in pairs(t) do
+        if not (math.type(k) == "integer" and k >= 1 and k <= n) then
+            other = other + 1
+            if is_identifier(k) then names[#names + 1] = k end
+        end
+    end
+    table.sort(names)
+    local shown = {}
+    for i = 1, math.min(8, #names) do shown[i] = names[i] end
+    local mt = getmetatable(t)
+    return string.format("a table: %d list items, %d other keys%s%s", n, other,
+                         #shown > 0 and " (" .. table.concat(shown, ", ") .. (#names > 8 and ", ..." or "") .. ")" or "",
+                         mt and ", with a metatable" or "")
+end
+
+-- A global's dga class ("x" -> the class of the object x holds), or a class by its short or
+-- full name ("tensor", "dga.tensor").
+local function class_named(name)
+    local v = rawget(_G, name)
+    local tname = v ~= nil and dga_type(v)
+    if tname then return apidoc.class(tname) end
+    return apidoc.class(name) or apidoc.class("dga." .. name)
+end
+
+-- help("name"): dga names ("gpt", "dga.gpt", "m:forward", "tensor:shape", "x:shape" with x a
+-- global object), then Lua's ("print", "string.format", "io.open", "file:read", "table").
+local function help_on_name(x)
+    -- a Lua name first, unless dga has a function of that name ("next" is Lua's, not reader:next)
+    local lua = luadoc.find(x)
+    if lua and (apidoc.find(x) or {}).kind ~= "function" then return luadoc.format(lua) end
+    local e = apidoc.find(x) or apidoc.find((x:gsub("%.", ":", 1))) or apidoc.find((x:gsub("^dga%.", "")))
+    if e then return apidoc.format(e) end
+    local obj, method = x:match("^([%w_.]+)[:.]([%w_]+)$")
+    local c = obj and class_named(obj)
+    if c then
+        e = apidoc.find(c.name .. ":" .. method)
+        if e then return apidoc.format(e) end
+        return string.format("%s has no method '%s' (help(\"%s\") lists them)", c.name, method, obj)
+    end
+    e = luadoc.find(x)
+    if e then return luadoc.format(e) end
+    local lib = luadoc.library(x)
+    if lib then return luadoc.format_library(lib) end
+    return string.format("no entry for '%s' (help() lists everything)", x)
+end
+
 function help_text(x)
     if x == nil then
         local names = {}
@@ -138,6 +226,7 @@ function help_text(x)
             apidoc.intro, "",
             "help(dga.gpt) or help(\"gpt\"): one function; help(m) for an object: its methods;",
             "help(m.forward) or help(\"m:forward\"): one method. Tab completes names. docs/api.md has it all.",
+            "help(print), help(string.format), help(\"io.open\"): Lua's own; help(help): what help takes.",
             "", "Functions of dga:", table.concat(names, "\n"),
             "", "Objects: " .. table.concat(classes, ", "),
         }, "\n")
@@ -152,28 +241,21 @@ function help_text(x)
         end
         return table.concat(lines, "\n")
     end
+    if x == M.help then return M.HELP_ON_HELP end
     if x == "config" then
         return "The trainer's configuration (scripts/trainer/schema.lua; --set key=value sets any but data keys):\n"
                .. require("trainer.schema").doc_text()
     end
-    if type(x) == "string" then
-        local e = apidoc.find(x) or apidoc.find(x:gsub("%.", ":", 1)) or apidoc.find(x:gsub("^dga%.", ""))
-        if e then return apidoc.format(e) end
-        return string.format("no entry for '%s' (help() lists everything)", x)
-    end
+    if type(x) == "string" then return help_on_name(x) end
     if type(x) == "function" then
         local name = function_name(x)
-        if name then return apidoc.format(apidoc.find(name)) end
-        for _, c in ipairs(apidoc.classes) do
-            local methods = methods_of(debug.getregistry()[c.name])
-            for k, f in pairs(methods or {}) do
-                if f == x then
-                    local e = apidoc.find(c.name .. ":" .. k)
-                    if e then return apidoc.format(e) end
-                end
-            end
+        if name then
+            local e = apidoc.find(name) or luadoc.find(name)
+            if e then return e.sig and luadoc.format(e) or apidoc.format(e) end
         end
-        return "a function without an entry in the dga documentation"
+        local e = method_entry(x)
+        if e then return apidoc.format(e) end
+        return describe_function(x)
     end
     local tname = dga_type(x)
     if tname then
@@ -181,7 +263,19 @@ function help_text(x)
         if c then return apidoc.format(c) end
         return tname .. ": an internal object"
     end
-    return string.format("a %s: help() covers dga's functions and objects", type(x))
+    if type(x) == "table" then
+        for _, lib in ipairs(luadoc.libraries) do
+            if rawget(_G, lib.name) == x and lib.name ~= "_G" then return luadoc.format_library(lib) end
+        end
+        if x == _G then return luadoc.format_library(luadoc.library("_G")) end
+        return describe_table(x)
+    end
+    if io.type(x) then
+        local lib = luadoc.format_library(luadoc.library("file")):gsub("^[^\n]*", "")
+        return string.format("a %s handle (Lua 5.4 manual §6.8); its methods:%s", io.type(x), lib)
+    end
+    if math.type(x) then return string.format("a number (%s): %s", math.type(x), tostring(x)) end
+    return string.format("a %s: %s", type(x), tostring(x))
 end
 M.help_text = help_text
 
@@ -237,6 +331,62 @@ function M.complete(text)
     local uniq = {}
     for _, s in ipairs(out) do if uniq[#uniq] ~= s then uniq[#uniq + 1] = s end end
     return uniq
+end
+
+-- The text of the string literal the cursor is in: `before` is the line up to the cursor;
+-- returns the literal's text so far and its first position in `before`, or nil outside a
+-- string (and in a comment).
+function M.open_string(before)
+    local i, n, quote, first = 1, #before, nil, nil
+    while i <= n do
+        local c = before:sub(i, i)
+        if quote then
+            if c == "\\" then i = i + 1
+            elseif c == quote then quote = nil end
+        elseif c == '"' or c == "'" then
+            quote, first = c, i + 1
+        elseif c == "-" and before:sub(i + 1, i + 1) == "-" then
+            return nil
+        end
+        i = i + 1
+    end
+    if quote then return before:sub(first), first end
+    return nil
+end
+
+-- File names that complete a path: the entries of its directory (relative to the current
+-- one, or absolute) starting with its last part, directories with a trailing "/"; names
+-- starting with "." only when the part does.
+function M.complete_path(path)
+    local dir, base = path:match("^(.*/)([^/]*)$")
+    if not dir then dir, base = "", path end
+    local lfs = require "lfs"
+    local ok, iter, state = pcall(lfs.dir, dir == "" and "." or dir)
+    if not ok then return {} end
+    local out = {}
+    for name in iter, state do
+        if name ~= "." and name ~= ".." and name:sub(1, #base) == base
+           and (name:sub(1, 1) ~= "." or base:sub(1, 1) == ".") then
+            local full = dir .. name
+            if lfs.attributes(full, "mode") == "directory" then full = full .. "/" end
+            out[#out + 1] = full
+        end
+    end
+    table.sort(out)
+    return out
+end
+
+-- Completion inside a string literal: nil when the cursor is outside one, else the file
+-- names completing the literal's text, each cut to start where readline's word does (start:
+-- its 0-based offset in the line; the word stops at characters such as "/" and "-").
+function M.complete_string(before, start)
+    local path, first = M.open_string(before)
+    if not path then return nil end
+    local skip = start + 1 - first   -- characters of the path before readline's word
+    if skip < 0 then return {} end
+    local out = {}
+    for i, full in ipairs(M.complete_path(path)) do out[i] = full:sub(skip + 1) end
+    return out
 end
 
 -- ------------------------------------------------------------------ top-level locals

@@ -291,10 +291,12 @@ static void test_mmlu_scorer_matches_direct(void **state)
             for (int shots = 0; shots <= 1; shots++) {
                 double want[12], got[12];
                 dga_mmlu_result rw, rg;
-                direct_mmlu(m, encoders[e], shots, want, &rw);
+                /* at n_ctx 48 no prompt fits even without its shot: the scorer drops the shot
+                 * and cuts the 0-shot prompt from the left */
+                direct_mmlu(m, encoders[e], n_ctx[k] < 100 ? 0 : shots, want, &rw);
                 for (int batch = 3; batch <= 5; batch += 2) {
                     assert_int_equal(dga_eval_mmlu(m, encoders[e], NULL, qs, 3, dev, 3, shots,
-                                                   batch, &rg, got),
+                                                   batch, &rg, got, NULL),
                                      DGA_OK);
                     for (int i = 0; i < 12; i++) assert_float_equal(got[i], want[i], 1e-4);
                     assert_int_equal(rg.n, 3);
@@ -305,14 +307,66 @@ static void test_mmlu_scorer_matches_direct(void **state)
         if (k == 1) {   /* the 1-shot contexts differ from the 0-shot ones, so do the scores */
             double ll0[12], ll1[12];
             dga_mmlu_result r;
-            assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 0, 0, &r, ll0),
+            assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 0, 0, &r, ll0, NULL),
                              DGA_OK);
-            assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 1, 0, &r, ll1),
+            assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 1, 0, &r, ll1, NULL),
                              DGA_OK);
             assert_true(fabs(ll0[0] - ll1[0]) > 1e-6);
         }
         dga_model_free(m);
     }
+}
+
+/* A 1-shot prompt too long for the context loses its shot (and is scored as the 0-shot one)
+ * instead of losing its start; one too long even without shots is cut, and both are counted. */
+static void test_mmlu_drops_shots_that_do_not_fit(void **state)
+{
+    (void)state;
+    int len0[3], len1[3];   /* tokens the model reads: prompt + " X" minus the last one */
+    for (int i = 0; i < 3; i++) {
+        const dga_mmlu_question *shot = strcmp(qs[i].subject, "astronomy") == 0 ? &dev[0] : &dev[1];
+        char *p0 = NULL, *p1 = NULL;
+        assert_int_equal(dga_mmlu_render(&qs[i], shot, 0, 0, &p0), DGA_OK);
+        assert_int_equal(dga_mmlu_render(&qs[i], shot, 1, 0, &p1), DGA_OK);
+        len0[i] = (int)strlen(p0) + 1;
+        len1[i] = (int)strlen(p1) + 1;
+        free(p0);
+        free(p1);
+    }
+    /* question 1 fits exactly without its shot and not with it */
+    const int n_ctx = len0[0];
+    assert_true(len1[0] > n_ctx);
+    dga_model *m = small_model(256, n_ctx, 4);
+    double ll0[12], ll1[12];
+    dga_mmlu_fit fit[3];
+    dga_mmlu_result r0, r1;
+    assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 0, 0, &r0, ll0, NULL), DGA_OK);
+    assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 1, 0, &r1, ll1, fit), DGA_OK);
+    size_t shortened = 0, truncated = 0, used = 0;
+    for (int i = 0; i < 3; i++) {
+        int want_shots = len1[i] <= n_ctx ? 1 : 0;
+        int want_cut = len1[i] <= n_ctx ? 0 : (len0[i] > n_ctx ? len0[i] - n_ctx : 0);
+        assert_int_equal(fit[i].shots, want_shots);
+        assert_int_equal(fit[i].cut_tokens, want_cut);
+        shortened += want_shots < 1 || want_cut > 0;
+        truncated += want_cut > 0;
+        used += (size_t)want_shots;
+        if (want_shots == 0)   /* scored as the 0-shot prompt, bit for bit */
+            for (int c = 0; c < 4; c++) assert_true(ll1[4 * i + c] == ll0[4 * i + c]);
+    }
+    assert_int_equal(fit[0].shots, 0);
+    assert_int_equal(fit[0].cut_tokens, 0);
+    assert_int_equal(r1.shortened, shortened);
+    assert_int_equal(r1.truncated, truncated);
+    assert_int_equal(r1.shots_used, used);
+    assert_true(r1.shortened >= 1);
+    /* 0-shot: nothing to drop; the prompts longer than the context are the cut ones */
+    size_t cut0 = 0;
+    for (int i = 0; i < 3; i++) cut0 += len0[i] > n_ctx;
+    assert_int_equal(r0.truncated, cut0);
+    assert_int_equal(r0.shortened, cut0);
+    assert_int_equal(r0.shots_used, 0);
+    dga_model_free(m);
 }
 
 static void test_mmlu_scorer_errors(void **state)
@@ -321,19 +375,19 @@ static void test_mmlu_scorer_errors(void **state)
     dga_model *m = small_model(256, 48, 4);
     dga_mmlu_result r;
     /* virology has one dev question: 2 shots cannot be built */
-    assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 2, 0, &r, NULL),
+    assert_int_equal(dga_eval_mmlu(m, byte_encode, NULL, qs, 3, dev, 3, 2, 0, &r, NULL, NULL),
                      DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "virology"));
     /* a tokenizer failure half-way is returned (ASan checks nothing leaks) */
     int calls = 7;
-    assert_int_equal(dga_eval_mmlu(m, byte_encode, &calls, qs, 3, dev, 3, 0, 0, &r, NULL),
+    assert_int_equal(dga_eval_mmlu(m, byte_encode, &calls, qs, 3, dev, 3, 0, 0, &r, NULL, NULL),
                      DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "gave up"));
     /* token ids outside the vocabulary: bytes >= 128 with a 128-token model */
     dga_model *small = small_model(128, 48, 4);
     dga_mmlu_question q = qs[0];
     q.choices[3] = "caf\xc3\xa9";   /* near the end: survives left truncation */
-    assert_int_not_equal(dga_eval_mmlu(small, byte_encode, NULL, &q, 1, dev, 3, 0, 0, &r, NULL),
+    assert_int_not_equal(dga_eval_mmlu(small, byte_encode, NULL, &q, 1, dev, 3, 0, 0, &r, NULL, NULL),
                          DGA_OK);
     dga_model_free(small);
     dga_model_free(m);
@@ -346,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_seq_losses_match_eval),
         cmocka_unit_test(test_loglik_matches_direct),
         cmocka_unit_test(test_mmlu_scorer_matches_direct),
+        cmocka_unit_test(test_mmlu_drops_shots_that_do_not_fit),
         cmocka_unit_test(test_mmlu_scorer_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

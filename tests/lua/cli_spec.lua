@@ -311,8 +311,10 @@ describe("dgalua", function()
                         shell_quote(ckpt) .. " --prompt-ids '1 2 3' --tokens 6"
             code, out, err = dgalua(gen)
             assert.are.equal(0, code, err)
+            local echoed, new = out:match("^([%d ]+) | ([%d ]+)\n")
+            assert.are.equal("1 2 3", echoed, out)   -- the prompt first, then the generated ids
             local ids = {}
-            for id in out:gmatch("%d+") do ids[#ids + 1] = tonumber(id) end
+            for id in new:gmatch("%d+") do ids[#ids + 1] = tonumber(id) end
             assert.are.equal(6, #ids)
             for _, id in ipairs(ids) do assert.is_true(id >= 0 and id < 32) end
             local _, s1 = dgalua(gen .. " --temperature 1 --seed 5")

@@ -169,10 +169,32 @@ describe("dga.mmlu_score", function()
                 sum = sum + st.correct
             end
             assert.are.equal(2, r.by_subject.astronomy.n)
+            -- every prompt fits the context of 256: nothing shortened
+            assert.are.equal(0, r.shortened)
+            assert.are.equal(0, r.truncated)
+            assert.are.same({shots, shots, shots}, r.shots:totable())
+            assert.are.equal(2 * shots, r.by_subject.astronomy.shots_used)
             assert.are.equal(correct, sum)
             assert.is_true(math.abs(r.accuracy - correct / 3) < 1e-12)
             assert.is_true(math.abs(r.answer_loss - loss / 3) < 1e-3)
         end
+    end)
+
+    it("drops the shots of a prompt that does not fit, and says so", function()
+        -- byte tokens: the 0-shot prompt of question 1 is exactly the context, its 1-shot one longer
+        local n0 = #dga.mmlu_render(qs[1]) + 1
+        assert.is_true(#dga.mmlu_render(qs[1], {shots = {dev[2]}}) + 1 > n0)
+        local m = dga.gpt{layers = 1, width = 16, heads = 2, context = n0, vocab = 256, batch = 3, seed = 7}
+        local r0 = dga.mmlu_score(m, bytes_tok, qs, {shots = 0})
+        local r1 = dga.mmlu_score(m, bytes_tok, qs, {shots = 1, dev = dev})
+        assert.are.equal(0, r1.shots[1])
+        for c = 1, 4 do assert.are.equal(r0.loglik:at(1, c), r1.loglik:at(1, c)) end   -- the 0-shot prompt
+        assert.is_true(r1.shortened >= 1)
+        assert.are.equal(r1.shortened, r1.by_subject.astronomy.shortened + r1.by_subject.virology.shortened)
+        local cut = 0
+        for i = 1, 3 do if #dga.mmlu_render(qs[i]) + 1 > n0 then cut = cut + 1 end end
+        assert.are.equal(cut, r0.truncated)
+        assert.are.equal(cut, r0.shortened)
     end)
 
     it("reports bad arguments", function()
@@ -203,12 +225,29 @@ describe("dga.mmlu_score", function()
         assert.are.equal(10, r.n)
         assert.is_true(r.accuracy >= 0 and r.accuracy <= 1)
         assert.is_true(r.answer_loss > 0)
+        -- 5-shot prompts are longer than 128 tokens here: each loses its last shots until it
+        -- fits (r.shots says how many it kept), and is cut from the left only with none left
+        local shortened, truncated = 0, 0
+        for i = 1, 10 do
+            local k = math.tointeger(r.shots[i])
+            assert.is_true(k >= 0 and k < 5, "question " .. i .. " kept " .. k .. " shots")
+            local kept = {}
+            for _, d in ipairs(dev_q) do
+                if d.subject == few[i].subject and #kept < k + 1 then kept[#kept + 1] = d end
+            end
+            local fits = #tok:encode(dga.mmlu_render(few[i], {shots = kept})) + 1 <= 128
+            assert.is_false(fits, "one shot more would have fitted")   -- k is the most that fit
+            shortened = shortened + 1
+            if k == 0 and #tok:encode(dga.mmlu_render(few[i])) + 1 > 128 then truncated = truncated + 1 end
+        end
+        assert.are.equal(shortened, r.shortened)
+        assert.are.equal(truncated, r.truncated)
         -- the harness rule by hand for three questions: continuation = the tokens of
         -- context .. " X" after those of the context; keep the last context+1 tokens
         for i = 1, 3 do
             local shots = {}
             for _, d in ipairs(dev_q) do
-                if d.subject == few[i].subject and #shots < 5 then shots[#shots + 1] = d end
+                if d.subject == few[i].subject and #shots < r.shots[i] then shots[#shots + 1] = d end
             end
             local ctx = dga.mmlu_render(few[i], {shots = shots})
             local n_ctx = #tok:encode(ctx)

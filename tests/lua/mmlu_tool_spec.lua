@@ -130,6 +130,26 @@ describe("mmlu.lua", function()
         end
     end)
 
+    it("says when k-shot prompts do not fit the context, in the output and in the JSON's config", function()
+        local tok = dga.tokenizer_train({"the answer is A B C D"}, {vocab = 260})
+        local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 64, vocab = tok:vocab_size(), batch = 4}
+        require("data.model_dir").save(tmp("ck64"), {model = m, tokenizer = tok})
+        local code, out, err = dgalua(shell_quote(ROOT .. "/scripts/mmlu.lua") .. " --checkpoint " ..
+                                      shell_quote(tmp("ck64")) .. " --mmlu " .. shell_quote(mmlu_dir) ..
+                                      " --subjects anatomy --limit 3 --shots 0,5 --out " .. shell_quote(tmp("fit.json")))
+        assert.are.equal(0, code, err)
+        contains(out, "note: 3 of 3 5-shot prompts did not fit the model's context of 64 tokens; shots were dropped")
+        contains(out, "note: 3 of 3 0-shot prompts did not fit the model's context of 64 tokens; 3 prompts were cut")
+        local doc = require("util.json").decode(read(tmp("fit.json")), "fit.json")
+        local cfg = doc["5-shot"].config
+        assert.are.equal(5, cfg.num_fewshot)
+        assert.are.equal(3, cfg.prompts_shortened)
+        assert.are.equal(3, cfg.prompts_truncated)   -- 64 tokens hold no anatomy prompt even with no shot
+        assert.are.equal(0, cfg.shots_used)
+        assert.are.equal(0, cfg.shots_used_by_subject.anatomy)
+        assert.are.equal(3, doc["0-shot"].config.prompts_shortened)
+    end)
+
     it("refuses an unknown subject (usage, 2) and a checkpoint without a tokenizer (1)", function()
         local m = dga.gpt{layers = 1, width = 16, heads = 2, context = 16, vocab = 300, batch = 2}
         dga.save_checkpoint(tmp("bare.safetensors"), {model = m})
