@@ -127,7 +127,13 @@ describe("report", function()
         assert.matches("^contradicted", report.verdict({n = 3, mean = 1, ci_lo = 0.5, ci_hi = 2}, "lower"))
         assert.matches("^not established", report.verdict({n = 3, mean = -1, ci_lo = -2, ci_hi = 0.5}, "lower"))
         assert.matches("^supported", report.verdict({n = 3, mean = 1, ci_lo = 0.5, ci_hi = 2}, "higher"))
-        assert.matches("^n=1", report.verdict({n = 1, mean = -1}, "lower"))
+        assert.matches("^not established %(n=1: no interval%)", report.verdict({n = 1, mean = -1}, "lower"))
+        -- two seeds: no interval is printed or used, whatever the t interval would say
+        assert.matches("^not established %(n=2", report.verdict({n = 2, mean = -1, ci_lo = -2, ci_hi = -0.5}, "lower"))
+        -- a non-inferiority claim: x no worse than y by more than the margin
+        assert.matches("^supported", report.verdict({n = 3, mean = 0.01, ci_lo = -0.01, ci_hi = 0.015}, "lower", 0.02))
+        assert.matches("^not established", report.verdict({n = 3, mean = 0.01, ci_lo = -0.01, ci_hi = 0.03}, "lower", 0.02))
+        assert.matches("^contradicted", report.verdict({n = 3, mean = 0.1, ci_lo = 0.05, ci_hi = 0.15}, "lower", 0.02))
     end)
 
     it("tables cells over seeds with paired differences and the reference's noise floor", function()
@@ -168,8 +174,9 @@ describe("report", function()
         h.rm(docs)
         assert.truthy(md:find("^# Results of the study\n\n%*%*A smoke run%.%*%*\n"), md:sub(1, 80))
         h.contains(md, "## Quickstart")
-        h.contains(md, "| uniform | 2 | 1.2500 [")
-        h.contains(md, "| dga_ema_fixed | 2 | 2.2500 [")
+        -- two seeds show their two values, not an interval
+        h.contains(md, "| uniform | 2 | 1.0000, 1.5000 (n=2) |")
+        h.contains(md, "| dga_ema_fixed | 2 | 2.0000, 2.5000 (n=2) |")
     end)
 
     it("says how long the study took from the runs' own start and end times", function()
