@@ -138,7 +138,7 @@ end
 -- check has passed before any training).
 setup()
 local sweep = require "harness.sweep"
-sweep.run{
+local summaries = sweep.run{
     name = "lowdata", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)
         local d = setup()
@@ -159,7 +159,7 @@ sweep.run{
         return m, s
     end,
 }
-if a.cell then return end
+if not summaries then return end   -- a --jobs worker, or an MPI rank other than 0
 
 local report = require "report"
 report.experiment("lowdata", a.out, {plot = not a.no_plot, reference = "natural",

@@ -203,7 +203,7 @@ end
 -- check has passed before any training).
 setup()
 local sweep = require "harness.sweep"
-sweep.run{
+local summaries = sweep.run{
     name = "mmlu_dist", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)
         local d = setup()
@@ -231,7 +231,7 @@ sweep.run{
         return m
     end,
 }
-if a.cell then return end
+if not summaries then return end   -- a --jobs worker, or an MPI rank other than 0
 
 local d = setup()
 local n_seqs = 0

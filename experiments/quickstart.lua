@@ -68,7 +68,7 @@ end
 -- check has passed before any training).
 setup()
 local sweep = require "harness.sweep"
-sweep.run{
+local summaries = sweep.run{
     name = "quickstart", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)
         local d = setup()
@@ -80,7 +80,7 @@ sweep.run{
         return C.train(cfg, seed, dir, a, topts)
     end,
 }
-if a.cell then return end
+if not summaries then return end   -- a --jobs worker, or an MPI rank other than 0
 require("report").experiment("quickstart", a.out, {plot = not a.no_plot, reference = "uniform",
     metrics = {"specific_final", "generic_final", "l1_mean"},
     title = string.format("quickstart: %d steps, k = %d, specific set = %s", steps, preset.k, a.target)})

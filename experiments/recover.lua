@@ -146,7 +146,7 @@ end
 -- check has passed before any training).
 setup()
 local sweep = require "harness.sweep"
-sweep.run{
+local summaries = sweep.run{
     name = "recover", out = a.out, args = a, cells = cells,
     run_cell = function(cell, seed, dir, topts)
         local d = setup()
@@ -172,7 +172,7 @@ sweep.run{
         return m
     end,
 }
-if a.cell then return end
+if not summaries then return end   -- a --jobs worker, or an MPI rank other than 0
 
 -- The best static mixture (lowest mean final specific loss over seeds) and DGA's distance to
 -- it, from the run directories.
