@@ -43,7 +43,8 @@
 --   harness/exec/*.lua    how the unfinished pairs run. One executor per sweep, chosen by
 --                         sweep.run (executor() below):
 --     in_process          one after the other, here (and a --jobs worker's one pair);
---     jobs                --jobs N: worker processes, N at a time;
+--     jobs                --jobs N: worker processes, N at a time (exec/jobs.lua says how
+--                         they end with their coordinator, a SIGKILL included);
 --     mpi_split           under mpirun (a dgalua built with MPI, R > 1 ranks, no --jobs) with
 --                         more than one pair: rank r runs pairs i with (i - 1) % R == r,
 --                         each a one-rank run (topts.independent: the trainer's data
@@ -235,6 +236,7 @@ function M.run(o)
     local plan = plan_of.new(o)
     local sweep_lock <close> = plan:lock()   -- luacheck: no unused
     plan:find_pairs()
+    if plan.worker then require("harness.exec.jobs").enter_worker(plan) end
     -- Shared preparation (store builds, tokenisation) once, before the first pair: with
     -- --jobs, in the coordinator, so the workers find the caches warm instead of building
     -- the same store at the same time.
