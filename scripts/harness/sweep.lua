@@ -98,7 +98,6 @@
 -- sweep.train(cfg, topts) runs the trainer with them and also returns the losses of a pair
 -- resumed at its final step (use it rather than trainer.run); sweep.policy_config(spec)
 -- strips the `label` field a policy spec carries.
-local overrides = require "cli.overrides"
 local policy_specs = require "harness.policy_specs"
 local summary = require "harness.summary"
 local plan_of = require "harness.plan"
@@ -106,6 +105,8 @@ local plan_of = require "harness.plan"
 local M = {}
 
 -- ---- options -------------------------------------------------------------------------
+
+local overrides = require "cli.overrides"
 
 -- "1,2,5-7" -> {1, 2, 5, 6, 7}; nil and a message on anything else (or a repeated seed).
 function M.parse_seeds(s)
