@@ -125,7 +125,7 @@ void dgal_open_store(lua_State *L);       /* embeddings, k-means, domain store, 
 void dgal_open_mmlu(lua_State *L);        /* MMLU reading, rendering, scoring */
 void dgal_open_mix(lua_State *L);         /* sampler, alignment, evaluation */
 void dgal_open_lock(lua_State *L);        /* dga.lock: one owner per directory */
-void dgal_open_sys(lua_State *L);         /* dga.isatty (l_sys.c) */
+void dgal_open_sys(lua_State *L);         /* dga.isatty, getpid, getppid, kill (l_sys.c) */
 void dgal_open_comm(lua_State *L);        /* dga.rank, dga.size, collectives (l_comm.c) */
 
 int luaopen_dga(lua_State *L);

@@ -186,17 +186,18 @@ function M.main(d, argv)
     -- The data before the sweep: its children then find the store cached (and the leakage
     -- check has passed before any training).
     x.data()
-    if not a.cell then
+    if not a.cell and not (dga.rank and dga.rank() ~= 0) then
         runinfo.mkdir_p(a.out)
         runinfo.write_atomic(a.out .. "/experiment.json", require("util.json").encode(
             {name = d.name, descriptor = d.path or (type(arg) == "table" and arg[0] and abspath(arg[0])) or nil},
             {indent = true}) .. "\n")
     end
-    require("harness.sweep").run{
+    local summaries = require("harness.sweep").run{
         name = d.name, out = a.out, args = a, cells = cells,
         run_cell = function(cell, seed, dir, topts) return d.run_cell(x, cell, seed, dir, topts) end,
     }
-    if a.cell then return end
+    -- a worker (a --cell process, an MPI rank other than 0) ends here: the coordinator reports
+    if not summaries then return end
     local text = notes_text(d, x)
     runinfo.write_atomic(a.out .. "/notes.md", text)
     local o = {plot = not a.no_plot, claims = d.claims, title = d.title}

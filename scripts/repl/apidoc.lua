@@ -74,6 +74,13 @@ M.groups = {
         {"isatty", args = "([fd = 1])", returns = "boolean",
          doc = "Whether stdin (0), stdout (1) or stderr (2) is a terminal.",
          example = "if dga.isatty(2) then io.stderr:write('\\r') end"},
+        {"getpid", args = "()", returns = "integer", doc = "This process's id.", example = "print(dga.getpid())"},
+        {"getppid", args = "()", returns = "integer",
+         doc = "The parent process's id (a --jobs worker checks that its launcher still runs).",
+         example = "print(dga.getppid())"},
+        {"kill", args = "(pid, \"TERM\" | \"INT\" | \"KILL\" | \"HUP\" | \"0\")", returns = "true, or false and a message",
+         doc = "Sends a signal, by name, to process pid (> 1: never a group); \"0\" only checks that it exists.",
+         example = 'if not dga.kill(pid, "0") then print("gone") end'},
     }},
     {title = "Ranks (MPI)", functions = {
         {"rank", args = "()", returns = "integer", doc = "This process's rank (0 without MPI).",

@@ -21,8 +21,8 @@
 --     The per-sequence losses are gathered, so the logged loss and the per-domain training
 --     losses are the global ones.
 --   - DGA_DATA_PARALLEL=0 (or cfg.data_parallel = false) makes every rank a one-rank run of
---     its own; so does M.independent = true, which a sweep sets while each rank runs its own
---     cells (scripts/harness/sweep.lua).
+--     its own; so does the trainer option independent = true, which a sweep gives each run
+--     when the ranks share its pairs (scripts/harness/exec/mpi_split.lua).
 --   - The held-out sets are evaluated in whole batches split over the ranks (D:eval_seqs),
 --     with the one-rank value on every rank.
 --   - cfg.check_replicas (or DGA_CHECK_REPLICAS=1) compares a checksum of the parameters and
@@ -39,11 +39,13 @@ local function env_flag(name)
     return not (v == "0" or v == "false" or v == "no")
 end
 
-function M.new(cfg)
+-- The ranks of a run of cfg; opts (the trainer's options): independent = true, this rank
+-- trains a run of its own.
+function M.new(cfg, opts)
     local self = setmetatable({rank = 0, size = 1}, D)
     local dp = env_flag("DGA_DATA_PARALLEL")
     if dp == nil then dp = cfg.data_parallel ~= false end
-    if M.independent then dp = false end
+    if opts and opts.independent then dp = false end
     if dp and dga.size and dga.size() > 1 then
         self.rank, self.size = dga.rank(), dga.size()
     end

@@ -25,7 +25,8 @@ Run.__index = Run
 M.Run = Run
 
 -- A run from cfg (filled with the defaults and checked). opts: resume, overwrite (start
--- afresh in a directory that holds a run), quiet, stop_at (stop
+-- afresh in a directory that holds a run), quiet, independent (under mpirun, this rank
+-- trains alone: a sweep's pair when the ranks share the pairs), stop_at (stop
 -- cleanly at that metrics step, with a checkpoint), hooks = {after_step = fn(step, run),
 -- before_pointer = fn(step, run)} (called after each step, and between writing a checkpoint
 -- and pointing "latest" at it: the crash tests end the process there).
@@ -34,7 +35,7 @@ function M.new(cfg, opts)
     cfg = config.prepare(cfg, 2)
     if cfg.threads and dga.set_threads then dga.set_threads(cfg.threads) end
 
-    local dp = data_parallel.new(cfg)
+    local dp = data_parallel.new(cfg, opts)
     dp:check_batch(cfg.batch, cfg.name)
     if dp.rank ~= 0 then
         local o = {}

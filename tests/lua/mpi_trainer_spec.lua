@@ -275,7 +275,7 @@ print("finished")
                "step 4: the mixture weights of rank 1 differ from rank 0's: the policy decided differently", "{}")
     end)
 
-    it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 returns", function()
+    it("spreads a sweep's runs over the ranks, one-rank runs, and only rank 0 gets the results", function()
         local code, out, err = run("two", [[
 local sweep, json = require "harness.sweep", require "util.json"
 local p = require("argparse")("t", "test")
@@ -289,11 +289,13 @@ local res = sweep.run{name = "t", out = a.out, args = a, argv = {}, quiet = true
     local s = trainer.run(cfg, topts)
     return {rank = dga.rank(), loss = s.specific_loss}
   end}
+if not res then print("worker", rank) return end
 print("returned", rank, #res)
 ]])
         assert.are.equal(0, code, err)
         h.contains(out, "returned\t0\t4")
         assert.is_nil(out:find("returned\t1", 1, false))
+        h.contains(out, "worker\t1")     -- rank 1's sweep.run returned nil, and its script ended
         local json = require "util.json"
         local got = {}
         for _, pair in ipairs{"u/seed-1", "d/seed-1", "u/seed-2", "d/seed-2"} do
@@ -314,11 +316,13 @@ local res = sweep.run{name = "t", out = a.out, args = a, argv = {}, quiet = true
     local s = trainer.run(fixture.config(d, {steps = 4, seed = seed}), topts)
     return {ranks = require("trainer.data_parallel").new({}).size, loss = s.specific_loss}
   end}
+if not res then print("worker", rank) return end
 print("returned", rank, #res)
 ]])
         assert.are.equal(0, code, err)
         h.contains(out, "returned\t0\t1")
         assert.is_nil(out:find("returned\t1", 1, false))
+        h.contains(out, "worker\t1")
         assert.are.equal(2, json.read_file(dir .. "/one/d/seed-3/summary.json").metrics.ranks)
     end)
 

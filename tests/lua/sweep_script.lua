@@ -11,6 +11,8 @@
 -- number); with it, the cell trains the trainer fixture's tiny model for 8 steps.
 -- --stop-at N (with --train): the trainer stops cleanly at step N, leaving a checkpoint and
 -- no summary.json, and the process exits 9: a pair interrupted in the middle.
+-- --step-seconds S (with --train): the trainer sleeps S seconds after each step, so that a
+-- test can signal the sweep while its workers train.
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
 package.path = here .. "/?.lua;" .. package.path
 
@@ -27,6 +29,7 @@ p:flag("--train", "Train the trainer fixture's tiny model in each cell.")
 p:option("--die-at", "Exit (status 9) in this run_cell call."):convert(tonumber)
 p:option("--fail", "Raise an error in this cell.")
 p:option("--stop-at", "--train: stop the trainer at this step (with a checkpoint), then exit 9."):convert(tonumber)
+p:option("--step-seconds", "--train: sleep this long after each step."):convert(tonumber)
 local a = p:parse(arg)
 
 local cells = {}
@@ -38,11 +41,11 @@ for i, pol in ipairs(sweep.policies(a, {{name = "uniform"}, {name = "dga", beta 
 end
 
 local calls = 0
-sweep.run{
+local summaries = sweep.run{
     name = "sweep_script", out = a.out, args = a, cells = cells,
     -- The test's fault injection does not change what a finished pair computed.
     key_ignore = {["--log"] = "value", ["--die-at"] = "value", ["--fail"] = "value",
-                  ["--stop-at"] = "value"},
+                  ["--stop-at"] = "value", ["--step-seconds"] = "value"},
     run_cell = function(cell, seed, dir, topts)
         calls = calls + 1
         local f = assert(io.open(a.log, "a"))
@@ -59,10 +62,14 @@ sweep.run{
                                          policy = sweep.policy_config(cell.spec)})
         sweep.overrides(a, cfg)
         if a.stop_at then topts.stop_at = a.stop_at end
+        if a.step_seconds then
+            topts.hooks = {after_step = function() os.execute("sleep " .. a.step_seconds) end}
+        end
         local s = sweep.train(cfg, topts)
         if a.stop_at then os.exit(9, false) end
         return {specific_final = s.specific_loss, generic_final = s.generic_loss,
                 step = s.step, model = s.model, basis = s.basis}
     end,
 }
+if not summaries then return end   -- a --jobs worker
 agg{out = a.out, reference = "uniform"}
