@@ -178,8 +178,13 @@ local function cells(x)
                 end
             end
             for _, r in ipairs(rows) do
-                out[#out + 1] = {id = group .. "/" .. C.label(r.spec), group = group, which = which,
-                                     level = level, policy = r.spec, with_specific = r.with_specific}
+                local label = C.label(r.spec)
+                -- natural reads neither the specific set nor its histogram: it runs once per
+                -- level, and the other specific sets' tables show that run (same_as)
+                local first = specifics[1] .. "/L" .. level .. "/" .. label
+                out[#out + 1] = {id = group .. "/" .. label, group = group, which = which,
+                                 level = level, policy = r.spec, with_specific = r.with_specific,
+                                 same_as = (label == "natural" and which ~= specifics[1]) and first or nil}
             end
         end
     end
@@ -329,6 +334,9 @@ return require("harness.descriptor").define({
                  .. "dist_n_<eta> (DGA distribution reweighting over the N corpus-source bases), dist_n1_<eta> "
                  .. "(the same plus the specific set's own histogram as a basis), dga_<eta> (DGA over the k domains); "
                  .. "<eta> is fixed (the calibrated constant) or std (adaptive).",
+    equal_rows = "natural reads neither the specific set nor its histogram, so it runs once per level (under the "
+                 .. "first specific set); its row in the other specific set's table is that run (its summary says "
+                 .. "same_as).",
     columns = {mmlu_b_loss = "loss on the MMLU_b questions (answers included) at the end",
                answer_nll = "negative log-likelihood of the correct answer's text",
                accuracy = "0-shot accuracy on the scored MMLU_b questions (%)",

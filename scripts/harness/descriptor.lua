@@ -12,6 +12,8 @@
 --       notes = function(x) return lines end,    -- optional: notes.md lines from the runs
 --       report = {reference = "natural", metrics = {...}, ...},   -- report.experiment's options
 --       title_of = function(x) return "lowdata: ..." end,  -- optional: the table's title
+--       key_ignore = {["--key-seeds"] = "value"},  -- its options that choose which pairs run
+--                                                  -- (not what one computes): harness/sweep.lua
 --       columns = {metric = "what it means", ...},   -- beyond harness/cells.lua's METRIC_DOC
 --       cell_names = "what the cell ids say", equal_rows = "rows equal by construction",
 --       claims = {claim, ...},
@@ -42,7 +44,7 @@ local FIELDS = {
     options = "function", preset = "function", setup = "function", cells = "function",
     run_cell = "function", notes = "function", report = "table", columns = "table",
     cell_names = "string", equal_rows = "string", claims = "table", study = "any", path = "string",
-    title_of = "function",
+    title_of = "function", key_ignore = "table",
 }
 local REQUIRED = {"name", "cells", "run_cell"}
 local CLAIM_FIELDS = {id = "string", source = "string", section = "string", quote = "string",
@@ -193,7 +195,7 @@ function M.main(d, argv)
             {indent = true}) .. "\n")
     end
     local summaries = require("harness.sweep").run{
-        name = d.name, out = a.out, args = a, cells = cells,
+        name = d.name, out = a.out, args = a, cells = cells, key_ignore = d.key_ignore,
         run_cell = function(cell, seed, dir, topts) return d.run_cell(x, cell, seed, dir, topts) end,
     }
     -- a worker (a --cell process, an MPI rank other than 0) ends here: the coordinator reports

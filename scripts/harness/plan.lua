@@ -80,18 +80,53 @@ function Plan:trusted(pair)
     return s
 end
 
+-- The seeds each cell runs: the command's, or the cell's own list (cell.seeds: where a claim
+-- needs more seeds than the rest). A worker runs the one seed its coordinator gave it.
+function Plan:seeds_of(cell)
+    if self.worker then return self.seeds end
+    if cell.same_as and self.by_id[cell.same_as] then cell = self.by_id[cell.same_as] end   -- its source's
+    if type(cell.seeds) ~= "table" then return self.seeds end
+    return cell.seeds
+end
+
+-- Every seed of the plan, in order: the command's first, then the cells' own.
+function Plan:seed_order()
+    local out, seen = {}, {}
+    local function add(sd) if not seen[sd] then seen[sd] = true; out[#out + 1] = sd end end
+    for _, sd in ipairs(self.seeds) do add(sd) end
+    for _, cell in ipairs(self.cells) do for _, sd in ipairs(self:seeds_of(cell)) do add(sd) end end
+    return out
+end
+
 -- Every pair in order, seeds outer and cells inner (a complete comparison over the first
--- seed is there before the second seed starts); `todo` the unfinished ones.
+-- seed is there before the second seed starts); `todo` the unfinished ones. A cell with
+-- `same_as = <id>` runs nothing: it computes what that cell computes (natural in every group
+-- whose other cells differ by what natural never reads), so its pairs take that cell's
+-- summary once it exists (Plan:copy_aliases), marked with `same_as`.
 function Plan:find_pairs()
-    self.all, self.todo = {}, {}
-    for _, seed in ipairs(self.seeds) do
+    self.all, self.todo, self.aliases = {}, {}, {}
+    local by_id = {}
+    for _, cell in ipairs(self.o.cells) do by_id[cell.id] = cell end
+    self.by_id = by_id
+    for _, seed in ipairs(self:seed_order()) do
         for _, cell in ipairs(self.cells) do
-            local pair = {cell = cell, seed = seed, dir = M.run_dir(self.out, cell.id, seed)}
-            self.all[#self.all + 1] = pair
-            if summary.exists(pair.dir) and not self.args.overwrite then
-                pair.done = self:trusted(pair)
-            else
-                self.todo[#self.todo + 1] = pair
+            local runs = false
+            for _, sd in ipairs(self:seeds_of(cell)) do runs = runs or sd == seed end
+            if runs then
+                local pair = {cell = cell, seed = seed, dir = M.run_dir(self.out, cell.id, seed)}
+                self.all[#self.all + 1] = pair
+                if summary.exists(pair.dir) and not self.args.overwrite then
+                    pair.done = self:trusted(pair)
+                elseif cell.same_as then
+                    if not by_id[cell.same_as] then
+                        error(string.format("sweep: cell %s is the same as %s, which is not a cell", cell.id,
+                                            tostring(cell.same_as)), 0)
+                    end
+                    pair.source_dir = M.run_dir(self.out, cell.same_as, seed)
+                    self.aliases[#self.aliases + 1] = pair
+                else
+                    self.todo[#self.todo + 1] = pair
+                end
             end
         end
     end
@@ -182,8 +217,32 @@ function Plan:failure_message()
                          table.concat(names, "; "), table.concat(first, "\n"), self.out)
 end
 
+-- The pairs of `same_as` cells, once their source pair finished: its summary under this
+-- cell's id, group and fields, with same_as (the cell) and same_as_dir (the run directory
+-- the numbers come from; the report reads curves and weights there). A source that failed
+-- or did not run leaves the alias unfinished, and says so.
+function Plan:copy_aliases()
+    for _, pair in ipairs(self.aliases or {}) do
+        if summary.exists(pair.source_dir) then
+            local src = summary.read(summary.path(pair.source_dir))
+            local s = {}
+            for k, v in pairs(src) do s[k] = v end
+            local own = summary.record(pair, src.metrics, {data_seed = src.data_seed, key = self.key,
+                sweep = self.o.name, argv = self.argv, command = src.command, seconds = 0})
+            for k, v in pairs(own) do s[k] = v end
+            s.same_as, s.same_as_dir, s.finished, s.seconds = pair.cell.same_as, pair.source_dir, src.finished, 0
+            runinfo.mkdir_p(pair.dir)
+            summary.write(pair.dir, s)
+            pair.done = s
+        else
+            self:failed_elsewhere(pair, "its source " .. pair.cell.same_as .. " did not finish")
+        end
+    end
+end
+
 -- Every pair's summary in order, or the error naming the failures.
 function Plan:results()
+    self:copy_aliases()
     if #self.failures > 0 then error(self:failure_message(), 0) end
     local out = {}
     for _, pair in ipairs(self.all) do out[#out + 1] = pair.done end

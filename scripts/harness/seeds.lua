@@ -46,7 +46,8 @@ function M.collect(root, group_of)
         end
         local m = {}
         for name, v in pairs(s.metrics) do m[name] = rundir.number(v) end
-        cell.seeds[s.seed], cell.dirs[s.seed] = m, dir
+        -- a `same_as` cell's numbers, curves and weights are its source run's
+        cell.seeds[s.seed], cell.dirs[s.seed] = m, s.same_as_dir or dir
     end
     return col
 end

@@ -102,5 +102,40 @@ describe("experiment descriptors", function()
         assert.are.equal(readme, h.read(copy), "README.md's digest is stale: ./dgalua scripts/report.lua "
                          .. "--study results/study --readme README.md")
     end)
+
+    it("runs a cell's own seeds, and a same_as cell from its source without training it", function()
+        if not h.DGALUA then pending("DGALUA is not set (run through tests/run)") return end
+        local dir, out = h.tmpdir("toy2"), h.tmpdir("toy2out")
+        local src = toy_source(abs(here))
+            :gsub('out%[#out %+ 1%] = {id = "toy/" %.%. C%.label%(spec%), group = "toy", policy = spec}',
+                  'out[#out + 1] = {id = "toy/" .. C.label(spec), group = "toy", policy = spec, '
+                  .. 'seeds = spec.name == "uniform" and {1, 2, 3} or nil}')
+            :gsub("        return out\n    end,", '        out[#out + 1] = {id = "other/uniform", group = "other", '
+                  .. 'policy = {name = "uniform", label = "uniform"}, same_as = "toy/uniform"}\n        return out\n    end,', 1)
+        h.write(dir .. "/toy.lua", src)
+        local code, stdout, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1 --threads 1 --no-plot --out %s",
+                                                   h.shell_quote(h.DGALUA), dir, h.shell_quote(out)), dir .. "/err.txt")
+        assert.are.equal(0, code, stdout .. stderr)
+        local rundir = require "rundir"
+        for sd = 1, 3 do
+            assert.is_truthy(h.read(string.format("%s/toy/uniform/seed-%d/summary.json", out, sd)))
+            local copy = rundir.read_summary(string.format("%s/other/uniform/seed-%d", out, sd))
+            local orig = rundir.read_summary(string.format("%s/toy/uniform/seed-%d", out, sd))
+            assert.are.equal("toy/uniform", copy.same_as)
+            assert.are.equal(orig.metrics.specific_final, copy.metrics.specific_final)
+            assert.are.equal("other", copy.group)
+            -- nothing trained there
+            assert.is_nil(io.open(string.format("%s/other/uniform/seed-%d/metrics.csv", out, sd)))
+        end
+        assert.is_truthy(h.read(out .. "/toy/dga/seed-1/summary.json"))
+        assert.is_nil(io.open(out .. "/toy/dga/seed-2/summary.json"))
+        -- the same command again: everything finished, nothing runs
+        code, stdout, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1 --threads 1 --no-plot --out %s",
+                                             h.shell_quote(h.DGALUA), dir, h.shell_quote(out)), dir .. "/err.txt")
+        assert.are.equal(0, code, stderr)
+        h.contains(stderr, "7 of 7 runs finished already")
+        h.rm(dir)
+        h.rm(out)
+    end)
 end)
 
