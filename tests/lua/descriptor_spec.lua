@@ -130,9 +130,9 @@ describe("experiment descriptors", function()
         assert.is_truthy(h.read(out .. "/toy/dga/seed-1/summary.json"))
         assert.is_nil(io.open(out .. "/toy/dga/seed-2/summary.json"))
         -- the same command again: everything finished, nothing runs
-        code, _, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1 --threads 1 --no-plot --out %s",
+        code, stdout, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1 --threads 1 --no-plot --out %s",
                                              h.shell_quote(h.DGALUA), dir, h.shell_quote(out)), dir .. "/err.txt")
-        assert.are.equal(0, code, stderr)
+        assert.are.equal(0, code, stdout .. stderr)
         h.contains(stderr, "7 of 7 runs finished already")
         h.rm(dir)
         h.rm(out)
