@@ -33,6 +33,8 @@ p:flag("--embeddings", "Also write the sequence embeddings, embeddings.npy (floa
        .. "store row order; 1.5 KB per sequence with hash384).")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
+dga.check_output(a.out, {corpus = a.corpus, ["--tokenizer"] = a.tokenizer,
+                         ["--embedder"] = a.embedder:match("^gpt:(.*)")})
 -- One writer per output: a second build of the same store fails here, naming the first's pid.
 local lock <close> = dga.lock(a.out:gsub("/+$", "") .. ".lock")   -- luacheck: no unused
 

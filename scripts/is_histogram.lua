@@ -19,6 +19,7 @@ p:option("--out", "Where to write the histogram (.npy).")
 p:flag("--lines", "Every non-empty line of the --texts file is one text.")
 p:option("--top", "Print this many of the heaviest domains.", "10")
 local a = p:parse(arg)
+if a.out then dga.check_output(a.out, {["--store"] = a.store, ["--texts"] = a.texts}) end
 
 local level = math.tointeger(tonumber(a.level))
 if not level or level < 1 then p:error("--level: expected an integer >= 1, got '" .. a.level .. "'") end

@@ -16,6 +16,7 @@ p:option("--out", "Shard file to write."):count(1)
 p:option("--max-docs", "Encode at most this many documents (default: all).")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
+dga.check_output(a.out, {["--corpus"] = a.corpus, ["--tokenizer"] = a.tokenizer})
 -- One writer per output: a second run writing the same shard fails here, naming the first's pid.
 local lock <close> = dga.lock(a.out .. ".lock")   -- luacheck: no unused
 

@@ -71,6 +71,13 @@ M.groups = {
          doc = "Takes an exclusive flock on path (created, holding this pid); a second holder fails at once "
                .. "naming the first one's pid. The kernel releases it when the process dies.",
          example = 'local lk <close> = dga.lock("runs/x/.lock")'},
+        {"path_kind", args = "(path)", returns = "\"file\", \"directory\", \"fifo\", ... or nil, message",
+         doc = "What is at path (links followed), without opening it: opening a FIFO would block.",
+         example = 'if dga.path_kind("tok.json") == "file" then print("there") end'},
+        {"check_output", args = "(out, {[option] = path or {paths}})", returns = "nothing",
+         doc = "Errors, naming both, when out is one of the inputs (through links), an existing file inside "
+               .. "an input directory, or a directory holding an input. Every tool calls it before writing.",
+         example = 'dga.check_output(a.out, {["--corpus"] = a.corpus})'},
         {"isatty", args = "([fd = 1])", returns = "boolean",
          doc = "Whether stdin (0), stdout (1) or stderr (2) is a terminal.",
          example = "if dga.isatty(2) then io.stderr:write('\\r') end"},

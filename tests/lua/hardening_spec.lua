@@ -1,0 +1,212 @@
+-- Issue 22, second hardening round: no tool overwrites its own input, no input that is not a
+-- regular file blocks a tool, write errors end a run, locks leave nothing that looks stale,
+-- and the smaller silent results of point 7 are errors naming the faulty file. The tools run
+-- as subprocesses through $DGALUA (set by tests/run); `timeout` turns a hang into a failure.
+local dga = require "dga"
+
+local h = require "tests.lua.helpers"
+local shell_quote, write, read, contains = h.shell_quote, h.write, h.read, h.contains
+
+local ROOT = h.cwd()
+local tmpdir
+local function tmp(name) return tmpdir .. "/" .. name end
+local function run(cmd) return h.run(cmd, tmp("stderr.txt")) end
+-- A tool run, ended after 60 s: a blocked open() then fails the test instead of hanging it.
+local function tool(name, args)
+    return run("timeout -s KILL 60 " .. shell_quote(h.DGALUA) .. " " .. shell_quote(ROOT .. "/scripts/" .. name) ..
+               " " .. args)
+end
+local q = shell_quote
+
+local TOK
+local function tokenizer()
+    if not TOK then
+        TOK = tmp("tok.json")
+        dga.tokenizer_train({"the cat sat on the mat", "a dog ran far away", "the end"}, {vocab = 300}):save(TOK)
+    end
+    return TOK
+end
+
+local SHARD
+local function shard()
+    if not SHARD then
+        SHARD = tmp("train.bin")
+        local t = dga.zeros(3000, "int32")
+        for i = 1, 3000 do t[i] = (i * 7 + (i // 11)) % 32 end
+        dga.shard_write(SHARD, t, 32)
+    end
+    return SHARD
+end
+local TRAIN = " --layers 1 --width 16 --heads 2 --context 8 --batch 4 --lr 1e-2 --threads 1 --quiet"
+
+local CKPT
+local function checkpoint()
+    if not CKPT then
+        CKPT = tmp("ckpt")
+        local code, _, err = tool("train.lua", "--data " .. q(shard()) .. TRAIN .. " --steps 2 --save " .. q(CKPT))
+        assert.are.equal(0, code, err)
+    end
+    return CKPT
+end
+
+local function mkfifo(path)
+    assert(os.execute("mkfifo " .. q(path)))
+    return path
+end
+
+describe("hardening (issue 22)", function()
+    setup(function() tmpdir = h.tmpdir() end)
+    teardown(function() h.rm(tmpdir) end)
+    before_each(function()
+        if not h.DGALUA then pending("DGALUA is not set (run through tests/run)") end
+    end)
+
+    describe("an output that is one of the tool's inputs is refused before anything is written", function()
+        local function corpus()
+            local d = tmp("corpus")
+            os.execute("mkdir -p " .. q(d .. "/web"))
+            write(d .. "/web/a.jsonl", '{"text": "the cat sat on the mat"}\n{"text": "a dog ran far away"}\n')
+            return d
+        end
+
+        it("tokenize.lua --out naming its --corpus file, directly or through a symlink", function()
+            local c = corpus()
+            local doc = c .. "/web/a.jsonl"
+            local before = read(doc)
+            local code, _, err = tool("tokenize.lua", "--quiet --corpus " .. q(doc) .. " --tokenizer " .. q(tokenizer())
+                                      .. " --out " .. q(doc))
+            assert.are.equal(1, code, err)
+            contains(err, "this output is the input")
+            contains(err, "--corpus")
+            assert.are.equal(before, read(doc))
+            assert(os.execute("ln -sf " .. q(doc) .. " " .. q(tmp("link.bin"))))
+            code, _, err = tool("tokenize.lua", "--quiet --corpus " .. q(c) .. " --tokenizer " .. q(tokenizer())
+                                .. " --out " .. q(tmp("link.bin")))
+            assert.are.equal(1, code, err)
+            contains(err, "is a document of the input directory")
+            assert.are.equal(before, read(doc))
+            -- its tokenizer too, and nothing is left beside it
+            local tok_before = read(tokenizer())
+            code, _, err = tool("tokenize.lua", "--quiet --corpus " .. q(c) .. " --tokenizer " .. q(tokenizer())
+                                .. " --out " .. q(tokenizer()))
+            assert.are.equal(1, code, err)
+            contains(err, "--tokenizer")
+            assert.are.equal(tok_before, read(tokenizer()))
+            assert.is_false(h.exists(tokenizer() .. ".lock"))
+        end)
+
+        it("train_tokenizer.lua --out naming a corpus file", function()
+            local c = corpus()
+            local doc = c .. "/web/a.jsonl"
+            local before = read(doc)
+            local code, _, err = tool("train_tokenizer.lua", "--quiet --vocab 260 --corpus " .. q(c) .. " --out " .. q(doc))
+            assert.are.equal(1, code, err)
+            contains(err, doc .. ": this output is a document of the input directory")
+            assert.are.equal(before, read(doc))
+        end)
+
+        it("is_histogram.lua --texts F --out F, and build_store.lua --out holding its corpus", function()
+            local c = corpus()
+            local doc = c .. "/web/a.jsonl"
+            local before = read(doc)
+            local code, _, err = tool("is_histogram.lua", "--store " .. q(tmp("nostore")) .. " --texts " .. q(doc) ..
+                                      " --out " .. q(doc))
+            assert.are.equal(1, code, err)
+            contains(err, "--texts")
+            assert.are.equal(before, read(doc))
+            code, _, err = tool("build_store.lua", q(c .. "/web") .. " --quiet --vocab 260 --out " .. q(c))
+            assert.are.equal(1, code, err)
+            contains(err, "this output directory holds the input")
+            assert.are.equal(before, read(doc))
+        end)
+
+        it("train.lua --log or --save naming its --data shard", function()
+            local s = tmp("own.safetensors")   -- a shard, whatever its name
+            dga.shard_write(s, dga.zeros(100, "int32"), 32)
+            local before = read(s)
+            local code, _, err = tool("train.lua", "--data " .. q(s) .. TRAIN .. " --steps 1 --log " .. q(s))
+            assert.are.equal(1, code, err)
+            contains(err, "this output is the input " .. s .. " (--data)")
+            code, _, err = tool("train.lua", "--data " .. q(s) .. TRAIN .. " --steps 1 --overwrite --save " .. q(s))
+            assert.are.equal(1, code, err)
+            contains(err, "(--data)")
+            assert.are.equal(before, read(s))
+        end)
+    end)
+
+    describe("a FIFO where a file is expected is refused at once, naming it", function()
+        it("as a shard, a tokenizer, a checkpoint, a corpus document, an MMLU CSV and a store file", function()
+            local fifo = mkfifo(tmp("fifo"))
+            local code, _, err = tool("train.lua", "--data " .. q(fifo) .. TRAIN .. " --steps 1")
+            assert.are.equal(1, code, err)
+            contains(err, fifo .. ": not a regular file (a FIFO")
+
+            code, _, err = tool("tokenize.lua", "--quiet --corpus " .. q(tmp("nothing")) .. " --tokenizer " .. q(fifo) ..
+                                " --out " .. q(tmp("f.bin")))
+            assert.are.equal(1, code, err)
+            contains(err, fifo .. ": not a regular file (a FIFO")
+
+            -- a corpus directory's walk leaves a FIFO out; named directly, it is refused
+            local c = tmp("fifo_corpus")
+            os.execute("mkdir -p " .. q(c))
+            mkfifo(c .. "/x.jsonl")
+            code, _, err = tool("tokenize.lua", "--quiet --corpus " .. q(c .. "/x.jsonl") .. " --tokenizer " .. q(tokenizer()) ..
+                                " --out " .. q(tmp("f.bin")))
+            assert.are.equal(1, code, err)
+            contains(err, "x.jsonl: not a regular file (a FIFO")
+
+            -- a checkpoint directory whose weights are a FIFO
+            local ck = tmp("fifo_ckpt")
+            os.execute("mkdir -p " .. q(ck))
+            mkfifo(ck .. "/model.safetensors")
+            code, _, err = tool("eval.lua", "--checkpoint " .. q(ck) .. " --data " .. q(shard()))
+            assert.are.equal(1, code, err)
+            contains(err, "model.safetensors: not a regular file (a FIFO")
+            code, _, err = tool("generate.lua", "--checkpoint " .. q(checkpoint()) .. " --tokenizer " .. q(fifo) ..
+                                " --prompt x --tokens 1")
+            assert.are.equal(1, code, err)
+            contains(err, fifo .. ": not a regular file (a FIFO")
+
+            -- an MMLU directory with a FIFO for a CSV
+            local m = tmp("fifo_mmlu")
+            os.execute("mkdir -p " .. q(m .. "/val") .. " " .. q(m .. "/test") .. " " .. q(m .. "/dev"))
+            local row = '"What is 1+1?",1,2,3,4,B\n'
+            write(m .. "/test/x_test.csv", row)
+            write(m .. "/dev/x_dev.csv", row)
+            mkfifo(m .. "/val/x_val.csv")
+            local ok, e = pcall(dga.mmlu_load, m, "val")
+            assert.is_false(ok)
+            contains(tostring(e), "x_val.csv: not a regular file (a FIFO")
+        end)
+
+        it("in a store directory", function()
+            local c = tmp("sc")
+            os.execute("mkdir -p " .. q(c .. "/a") .. " " .. q(c .. "/b"))
+            local lines = {}
+            for i = 1, 40 do lines[i] = string.format('{"text": "document %d says the cat sat on mat %d"}', i, i) end
+            write(c .. "/a/x.jsonl", table.concat(lines, "\n") .. "\n")
+            write(c .. "/b/y.jsonl", table.concat(lines, "\n"):gsub("cat", "dog") .. "\n")
+            local store = tmp("fifo_store")
+            dga.store_build{corpus = c, out = store, levels = {2}, seq_len = 9, vocab = 260}
+            os.remove(store .. "/idf.npy")
+            mkfifo(store .. "/idf.npy")
+            local code, _, err = tool("inspect_store.lua", q(store))
+            assert.are.equal(1, code, err)
+            contains(err, "idf.npy: not a regular file (a FIFO")
+        end)
+    end)
+
+    describe("write errors", function()
+        it("train.lua --log /dev/full fails, naming the log", function()
+            local code, _, err = tool("train.lua", "--data " .. q(shard()) .. TRAIN .. " --steps 2 --log /dev/full")
+            assert.are.equal(1, code, err)
+            contains(err, "--log /dev/full: cannot write")
+        end)
+
+        it("a tool whose standard output cannot be written fails", function()
+            local code, _, err = run(q(h.DGALUA) .. " -e 'print(string.rep(\"x\", 100))' > /dev/full")
+            assert.are_not.equal(0, code)
+            contains(err, "standard output")
+        end)
+    end)
+end)
