@@ -17,14 +17,14 @@ p:option("--max-docs", "Encode at most this many documents (default: all).")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
 dga.check_output(a.out, {["--corpus"] = a.corpus, ["--tokenizer"] = a.tokenizer})
--- One writer per output: a second run writing the same shard fails here, naming the first's pid.
-local lock <close> = dga.lock(a.out .. ".lock")   -- luacheck: no unused
-
 local max_docs
 if a.max_docs then
     max_docs = math.tointeger(tonumber(a.max_docs))
     if not max_docs or max_docs < 0 then p:error("--max-docs: expected an integer >= 0, got '" .. a.max_docs .. "'") end
 end
+-- One writer per output: a second run writing the same shard fails here, naming the first's pid.
+-- Taken after the usage checks (their os.exit would skip the release that removes the file).
+local lock <close> = dga.lock(a.out .. ".lock")   -- luacheck: no unused
 
 local tok = dga.tokenizer_load(a.tokenizer)
 if not a.quiet then io.stderr:write(tostring(tok), "\n") end
