@@ -39,10 +39,14 @@ local ids, st = tok:encode_corpus(a.corpus, {
 })
 local secs = os.clock() - c0
 require("dgalib.data").warn_skipped(st)
--- An empty shard would only fail later, in whatever trains on it.
-if st.docs == 0 and max_docs ~= 0 then
+-- An empty shard would only fail later, in whatever trains on it; so would one holding only
+-- the separators of empty documents.
+if (st.docs == 0 or st.bytes == 0) and max_docs ~= 0 then
     local why
-    if st.files == 0 then
+    if st.docs > 0 then
+        why = string.format("%d document%s in %d file%s, every one empty", st.docs, st.docs == 1 and "" or "s",
+                            st.files, st.files == 1 and "" or "s")
+    elseif st.files == 0 then
         why = "no .jsonl or .txt files"
     elseif st.skipped > 0 then
         why = string.format("%d files, every line skipped (%d malformed, the first: %s)", st.files,

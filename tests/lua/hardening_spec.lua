@@ -249,6 +249,46 @@ describe("hardening (issue 22)", function()
         end)
     end)
 
+    describe("smaller silent results (point 7)", function()
+        it("tokenize.lua refuses a corpus whose documents are all empty, and writes no shard", function()
+            local c = tmp("empty_docs")
+            os.execute("mkdir -p " .. q(c))
+            write(c .. "/a.txt", "")
+            write(c .. "/b.txt", "")
+            write(c .. "/c.jsonl", '{"text": ""}\n')
+            local out = tmp("empty_docs.bin")
+            local code, _, err = tool("tokenize.lua", "--quiet --corpus " .. q(c) .. " --tokenizer " .. q(tokenizer()) ..
+                                      " --out " .. q(out))
+            assert.are.equal(1, code, err)
+            contains(err, c .. ": no document to encode (3 documents in 3 files, every one empty)")
+            assert.is_false(h.exists(out))
+        end)
+    end)
+
+    describe("generate.lua", function()
+        it("refuses a tokenizer whose vocabulary is not the checkpoint's, naming both", function()
+            -- a checkpoint of vocabulary 400 with a tokenizer of 285 tokens (another run's)
+            local big = tmp("big.safetensors")
+            dga.save_checkpoint(big, {model = dga.gpt{layers = 1, width = 8, heads = 2, context = 4, vocab = 400,
+                                                     batch = 1}})
+            local code, _, err = tool("generate.lua", "--checkpoint " .. q(big) .. " --tokenizer " .. q(tokenizer()) ..
+                                      " --prompt-ids '1 2' --tokens 3")
+            assert.are.equal(1, code, err)
+            contains(err, "the tokenizer " .. tokenizer() .. " has 285 tokens, but the checkpoint " .. big ..
+                          " has a vocabulary of 400")
+            -- a checkpoint of vocabulary 32 with it: its prompt's ids are checked
+            local ck = checkpoint()
+            code, _, err = tool("generate.lua", "--checkpoint " .. q(ck) .. " --tokenizer " .. q(tokenizer()) ..
+                                " --prompt 'the cat' --tokens 3")
+            assert.are.equal(1, code, err)
+            contains(err, "--prompt: the tokenizer " .. tokenizer() .. " gives token id")
+            contains(err, "outside the vocabulary [0, 32) of the checkpoint " .. ck)
+            code, _, err = tool("generate.lua", "--checkpoint " .. q(ck) .. " --prompt-ids '1 40' --tokens 3")
+            assert.are.equal(2, code, err)
+            contains(err, "--prompt-ids: token id 40 outside the vocabulary [0, 32) of the checkpoint " .. ck)
+        end)
+    end)
+
     describe("write errors", function()
         it("train.lua --log /dev/full fails, naming the log", function()
             local code, _, err = tool("train.lua", "--data " .. q(shard()) .. TRAIN .. " --steps 2 --log /dev/full")
