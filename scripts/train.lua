@@ -149,7 +149,12 @@ if opt.resume then
     local paths = model_dir.resolve(opt.save)
     local ck = dga.load_checkpoint(paths.model, {model = model, optimizer = optim})
     start = math.tointeger(tonumber(ck.meta.step) or tonumber(ck.meta.steps)) or 0
-    if ck.blobs.window_rng then rng:set_state(ck.blobs.window_rng) end
+    -- A fresh generator would draw other windows than the uninterrupted run: not a resume.
+    if not ck.blobs.window_rng then
+        error(string.format("%s: the checkpoint holds no window generator state (blob 'window_rng'), so the run "
+                            .. "cannot continue as it would have; start over with --overwrite", paths.model), 0)
+    end
+    rng:set_state(ck.blobs.window_rng)
     recent_saved = {loss = tonumber(ck.meta.final_loss), mean = tonumber(ck.meta.recent_mean),
                     n = math.tointeger(tonumber(ck.meta.recent_n)), val = tonumber(ck.meta.val_loss),
                     recent = ck.tensors.recent_losses}
