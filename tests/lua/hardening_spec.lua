@@ -265,6 +265,28 @@ describe("hardening (issue 22)", function()
         end)
     end)
 
+    describe("the importance policy's histogram", function()
+        it("is refused, named, when int32, 2-D or a plain table", function()
+            package.path = ROOT .. "/scripts/?.lua;" .. ROOT .. "/scripts/?/init.lua;" .. package.path
+            local policies = require "policies"
+            local cases = {
+                {dga.tensor({{0.5, 0.5}, {0, 0}}), "is a 2-D float32 tensor [2x2]"},
+                {dga.zeros(4, "int32"), "is a 1-D int32 tensor [4]"},
+                {{0.25, 0.25, 0.25, 0.25}, "is a table"},
+            }
+            for _, c in ipairs(cases) do
+                local ok, err = pcall(function()
+                    return policies.get("importance"):init(h.policy_ctx({1, 1, 1, 1}, {is_histogram = c[1]}))
+                end)
+                assert.is_false(ok)
+                contains(tostring(err), "policy 'importance': is_histogram (the IS histogram) " .. c[2] ..
+                                        "; it must be a 1-D float32 tensor of ctx.k = 4 domain weights")
+            end
+            local w = policies.get("importance"):init(h.policy_ctx({1, 1, 1, 1}, {is_histogram = dga.tensor{1, 1, 2, 0}}))
+            assert.are.same({0.25, 0.25, 0.5, 0}, w:totable())
+        end)
+    end)
+
     describe("train.lua --resume", function()
         it("refuses a checkpoint without its window generator state, naming it", function()
             local d = tmp("no_rng")
