@@ -30,6 +30,8 @@ if level > s:levels() then p:error(string.format("--level %d: the store has %d l
 
 local texts = {}
 if a.lines then
+    local kind = dga.path_kind(a.texts)   -- io.open would block on a FIFO
+    if kind ~= "file" then error(string.format("%s: %s, expected a regular file", a.texts, kind or "no such file"), 0) end
     local f, err = io.open(a.texts, "rb")
     if not f then error(err, 0) end
     for line in f:lines() do

@@ -142,6 +142,11 @@ if not tokenizer then
     local beside = (opt.data:match("^(.*)/[^/]*$") or ".") .. "/tokenizer.json"
     if dga.path_kind(beside) then tokenizer = beside end   -- not opened: a FIFO would block
 end
+-- Checked now, not when the first checkpoint copies it (io.open would block on a FIFO).
+if tokenizer and dga.path_kind(tokenizer) ~= "file" then
+    error(string.format("%s: the tokenizer is %s, expected a regular file", tokenizer,
+                        dga.path_kind(tokenizer) or "missing"), 0)
+end
 
 -- Resuming: the weights, the AdamW moments, the window generator and the step.
 local start, recent_saved = 0, nil
