@@ -791,8 +791,20 @@ static int pmain(lua_State *L)
     return 0;
 }
 
+/* print() and io.write() do not report failed writes, and stdout is buffered: a tool whose
+ * output goes to a full disk (or /dev/full) would end with status 0 and a truncated output.
+ * Checked once, at exit, whichever way the program ends (os.exit included). */
+static void check_stdout(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout)) return;
+    int err = errno;
+    fprintf(stderr, "dgalua: error writing to standard output: %s\n", err ? strerror(err) : "write failed");
+    _exit(EXIT_FAILURE);
+}
+
 int main(int argc, char **argv)
 {
+    atexit(check_stdout);
     /* the plain build under mpirun: say so now rather than run the job once per process */
     if (!dga_comm_has_mpi() && dga_comm_init() != DGA_OK) {
         print_error(dga_last_error());

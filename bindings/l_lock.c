@@ -1,8 +1,10 @@
-/* dga.lock(path) -> a held lock on the file at path (core/lock.h), or an error naming the
- * process that holds it.
+/* dga.lock(path) -> a held lock on path (core/lock.h): an existing directory itself, else a
+ * lock file removed at release; or an error naming the process that holds it.
  *
- *   local lock <close> = dga.lock(dir .. "/.lock")    -- released at the end of the scope
+ *   local lock <close> = dga.lock(dir)                -- released at the end of the scope
+ *   local lock <close> = dga.lock(out .. ".lock")     -- an output that does not exist yet
  *   lock:release()                                    -- or explicitly; idempotent
+ *   lock:check()                                      -- errors if the lock file was deleted
  *
  * As in liolib, the userdata is created closed first, so an error while acquiring leaves
  * nothing for __gc to release. */
@@ -33,6 +35,15 @@ static int lock_held(lua_State *L)
     return 1;
 }
 
+static int lock_check(lua_State *L)
+{
+    dga_lock *lock = dgal_box_get(L, 1, DGAL_LOCK);
+    if (!lock) return luaL_error(L, "lock:check: the lock was released");
+    DGAL_CHECK(L, dga_lock_check(lock));
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int lock_tostring(lua_State *L)
 {
     dga_lock *lock = dgal_box_get(L, 1, DGAL_LOCK);
@@ -45,7 +56,8 @@ static int lock_tostring(lua_State *L)
 
 void dgal_open_lock(lua_State *L)
 {
-    static const luaL_Reg methods[] = {{"release", lock_release}, {"held", lock_held}, {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"release", lock_release}, {"held", lock_held},
+                                       {"check", lock_check}, {NULL, NULL}};
     static const luaL_Reg meta[] = {
         {"__gc", lock_release}, {"__close", lock_release}, {"__tostring", lock_tostring}, {NULL, NULL},
     };

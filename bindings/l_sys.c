@@ -2,14 +2,20 @@
  * in-place progress lines and one line per milestone without spawning a shell.
  * dga.getpid / dga.getppid / dga.kill: what a sweep needs to tie its worker processes to
  * their coordinator (scripts/harness/exec/jobs.lua): the pids its workers log and check,
- * and a signal to the launcher when the coordinator leaves by an error. */
+ * and a signal to the launcher when the coordinator leaves by an error.
+ * dga.path_kind: what a path is, without opening it (opening a FIFO blocks).
+ * dga.check_output: the one check every tool makes before writing, that its output is none of
+ * its inputs (core/fileio.h, dga_output_check). */
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "dgal.h"
+#include "fileio.h"
 
 static int l_isatty(lua_State *L)
 {
@@ -58,12 +64,81 @@ static int l_kill(lua_State *L)
     return 2;
 }
 
+/* dga.path_kind(path) -> "file", "directory", "fifo", "character device", "block device",
+ * "socket", or nil and a message when there is nothing there (links are followed). */
+static int l_path_kind(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    const char *kind = S_ISREG(sb.st_mode)  ? "file"
+                     : S_ISDIR(sb.st_mode)  ? "directory"
+                     : S_ISFIFO(sb.st_mode) ? "fifo"
+                     : S_ISCHR(sb.st_mode)  ? "character device"
+                     : S_ISBLK(sb.st_mode)  ? "block device"
+                     : S_ISSOCK(sb.st_mode) ? "socket" : "other";
+    lua_pushstring(L, kind);
+    return 1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* dga.check_output(out, {["--corpus"] = path or {paths}, ...}): errors, naming both, when
+ * out would overwrite one of the inputs; the option names are checked in sorted order so the
+ * message does not depend on table order. */
+static int l_check_output(lua_State *L)
+{
+    const char *out = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "check_output: input names must be strings");
+        n++;
+        lua_pop(L, 1);
+    }
+    const char **names = dgal_scratch(L, sizeof *names * (size_t)(n > 0 ? n : 1));
+    int i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        names[i++] = lua_tostring(L, -2);   /* the keys stay alive in the table */
+        lua_pop(L, 1);
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (i = 0; i < n; i++) {
+        lua_getfield(L, 2, names[i]);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            DGAL_CHECK(L, dga_output_check(out, lua_tostring(L, -1), names[i]));
+        } else if (lua_istable(L, -1)) {
+            lua_Integer len = luaL_len(L, -1);
+            for (lua_Integer j = 1; j <= len; j++) {
+                if (lua_geti(L, -1, j) == LUA_TSTRING)
+                    DGAL_CHECK(L, dga_output_check(out, lua_tostring(L, -1), names[i]));
+                lua_pop(L, 1);
+            }
+        } else if (!lua_isnil(L, -1) && lua_toboolean(L, -1)) {
+            return luaL_error(L, "check_output: input %s must be a path or a list of paths", names[i]);
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
 void dgal_open_sys(lua_State *L)
 {
     static const luaL_Reg funcs[] = {{"isatty", l_isatty},
                                      {"getpid", l_getpid},
                                      {"getppid", l_getppid},
                                      {"kill", l_kill},
+                                     {"path_kind", l_path_kind},
+                                     {"check_output", l_check_output},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
 }

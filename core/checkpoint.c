@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,7 +198,12 @@ dga_status dga_checkpoint_open(const char *path, dga_checkpoint **out)
     int64_t v[5], batch = 1;
     for (int i = 0; i < 5 && st == DGA_OK; i++)
         st = meta_int(ck->file, model_keys[K_LAYER + i], 1, 1, INT32_MAX, &v[i]);
-    if (st == DGA_OK) st = meta_int(ck->file, model_keys[K_BATCH], 0, 1, INT32_MAX, &batch);
+    /* dga_gpt_create's bound, checked here so that the message names the file and the key */
+    if (st == DGA_OK) st = meta_int(ck->file, model_keys[K_BATCH], 0, 1, 1 << 20, &batch);
+    if (st == DGA_OK && batch * v[3] > INT_MAX / 4)
+        st = dga_fail(DGA_ERR_FORMAT, "%s: metadata \"%s\" = %" PRId64 " times \"%s\" = %" PRId64
+                      " is more rows than a batch can hold (%d)", path, model_keys[K_BATCH], batch,
+                      model_keys[K_LAYER + 3], v[3], INT_MAX / 4);
     if (st != DGA_OK) goto fail;
     ck->cfg = (dga_gpt_config){.n_layer = (int)v[0], .n_head = (int)v[1], .n_embd = (int)v[2],
                                .n_ctx = (int)v[3], .vocab_size = (int)v[4]};
@@ -244,10 +250,16 @@ static dga_status check_config(const dga_checkpoint *ck, const dga_model *model)
     return DGA_OK;
 }
 
+/* The largest magnitude a loaded weight may have. Trained weights are O(1); one of 3e38 is
+ * finite but overflows float32 in the first forward pass and surfaces steps later as a NaN
+ * gradient. 1e9 leaves a square (a layer norm's variance) far below float32's 3.4e38. */
+#define DGA_CHECKPOINT_MAX_WEIGHT 1e9f
+
 /* An error naming the tensor if its data holds a NaN or an infinity: such a checkpoint would
  * load and then poison every step. With `nonneg` (Adam's second moment, a running mean of
- * squares) a negative value is refused too: sqrt(v) would write a NaN into the weight. */
-static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e, int nonneg)
+ * squares) a negative value is refused too: sqrt(v) would write a NaN into the weight. With
+ * `weights`, a magnitude above DGA_CHECKPOINT_MAX_WEIGHT is refused. */
+static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e, int nonneg, int weights)
 {
     const unsigned char *p = e->data;   /* possibly unaligned: read through memcpy */
     int64_t n = dga_st_entry_numel(e);
@@ -258,6 +270,11 @@ static dga_status check_finite(const dga_checkpoint *ck, const dga_st_entry *e, 
             return dga_fail(DGA_ERR_FORMAT, "%s: tensor '%s' holds %s at index %" PRId64
                             " (a diverged run was saved?)", dga_safetensors_path(ck->file),
                             e->name, isnan(x) ? "NaN" : "an infinity", i);
+        if (weights && fabsf(x) > DGA_CHECKPOINT_MAX_WEIGHT)
+            return dga_fail(DGA_ERR_FORMAT, "%s: tensor '%s' holds %g at index %" PRId64
+                            " (a weight beyond +-%g overflows float32 in the forward pass: a "
+                            "diverged or damaged checkpoint?)", dga_safetensors_path(ck->file),
+                            e->name, (double)x, i, (double)DGA_CHECKPOINT_MAX_WEIGHT);
         if (nonneg && x < 0)
             return dga_fail(DGA_ERR_FORMAT, "%s: tensor '%s' holds %g at index %" PRId64
                             " (a second moment must be >= 0)", dga_safetensors_path(ck->file),
@@ -298,7 +315,7 @@ dga_status dga_checkpoint_load_model(const dga_checkpoint *ck, dga_model *model)
         const dga_tensor_info *ti = dga_model_tensor(model, i);
         const dga_st_entry *e;
         st = find_like(ck, ti->name, ti, &e);
-        if (st == DGA_OK) st = check_finite(ck, e, 0);
+        if (st == DGA_OK) st = check_finite(ck, e, 0, 1);
     }
     if (st != DGA_OK) return st;
     float *theta = dga_model_params(model);
@@ -337,10 +354,10 @@ dga_status dga_checkpoint_load_optimizer(const dga_checkpoint *ck, const dga_mod
         const dga_st_entry *e;
         snprintf(name, sizeof name, "optimizer.m.%s", ti->name);
         st = find_like(ck, name, ti, &e);
-        if (st == DGA_OK) st = check_finite(ck, e, 0);
+        if (st == DGA_OK) st = check_finite(ck, e, 0, 0);
         snprintf(name, sizeof name, "optimizer.v.%s", ti->name);
         if (st == DGA_OK) st = find_like(ck, name, ti, &e);
-        if (st == DGA_OK) st = check_finite(ck, e, 1);
+        if (st == DGA_OK) st = check_finite(ck, e, 1, 0);
     }
     if (st != DGA_OK) return st;
     float *m = dga_adamw_m(opt), *v = dga_adamw_v(opt);

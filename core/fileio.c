@@ -111,18 +111,131 @@ dga_status dga_write_file_atomic(const char *path, int nparts, const void *const
     return dga_atomic_file_commit(&af);
 }
 
-dga_status dga_file_read_all(const char *path, char **buf, size_t *len)
+static const char *kind_of(mode_t m)
 {
-    *buf = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "neither a file nor a directory";
+}
+
+dga_status dga_open_regular(const char *path, int *out)
+{
+    *out = -1;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever. */
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
     if (fd < 0) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
     struct stat sb;
     dga_status st = DGA_OK;
     if (fstat(fd, &sb) != 0)
         st = dga_fail_errno(DGA_ERR_IO, "%s: cannot stat", path);
     else if (!S_ISREG(sb.st_mode))
-        st = dga_fail(DGA_ERR_IO, "%s: not a regular file", path);
+        st = dga_fail(DGA_ERR_IO, "%s: not a regular file (%s)", path, kind_of(sb.st_mode));
+    else {
+        int flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+            st = dga_fail_errno(DGA_ERR_IO, "%s: cannot make the descriptor blocking", path);
+    }
+    if (st != DGA_OK) {
+        close(fd);
+        return st;
+    }
+    *out = fd;
+    return DGA_OK;
+}
+
+dga_status dga_fopen_regular(const char *path, FILE **out)
+{
+    *out = NULL;
+    int fd;
+    dga_status st = dga_open_regular(path, &fd);
+    if (st != DGA_OK) return st;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        st = dga_fail_errno(DGA_ERR_IO, "%s: cannot open a stream", path);
+        close(fd);
+        return st;
+    }
+    *out = fp;
+    return DGA_OK;
+}
+
+int dga_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* realpath of path, or of its parent joined with its last component when path does not
+ * exist yet (an output about to be created); NULL when neither resolves. Free with free(). */
+static char *resolve(const char *path)
+{
+    char *r = realpath(path, NULL);
+    if (r || errno != ENOENT) return r;
+    char *copy = strdup(path), *copy2 = strdup(path);
+    char *parent = copy && copy2 ? realpath(dirname(copy), NULL) : NULL;
+    char *out = NULL;
+    if (parent) {
+        const char *base = basename(copy2);
+        size_t n = strlen(parent) + strlen(base) + 2;
+        out = malloc(n);
+        if (out) snprintf(out, n, "%s/%s", strcmp(parent, "/") ? parent : "", base);
+    }
+    free(parent);
+    free(copy);
+    free(copy2);
+    return out;
+}
+
+static int is_below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/') return path[0] == '/' && path[1] != '\0';
+    return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+dga_status dga_output_check(const char *out, const char *in, const char *what)
+{
+    if (!out || !in || !*out || !*in) return DGA_OK;
+    if (dga_same_file(out, in))
+        return dga_fail(DGA_ERR_INVALID, "%s: this output is the input %s (%s); refusing to overwrite "
+                        "an input", out, in, what);
+    struct stat si, so;
+    int in_dir = stat(in, &si) == 0 && S_ISDIR(si.st_mode);
+    int out_there = stat(out, &so) == 0, out_dir = out_there && S_ISDIR(so.st_mode);
+    if (!(in_dir && out_there) && !out_dir) return DGA_OK;
+    char *ro = resolve(out), *ri = resolve(in);
+    /* Inside an input directory, only an existing document of a corpus (what the text reader
+     * reads; named as the link resolves) is an input: a shard or a report written beside the
+     * documents, even again, is not. */
+    size_t n = ro ? strlen(ro) : 0;
+    int doc = (n > 6 && !strcmp(ro + n - 6, ".jsonl")) || (n > 4 && !strcmp(ro + n - 4, ".txt"));
+    dga_status st = DGA_OK;
+    if (ro && ri && in_dir && !out_dir && doc && is_below(ro, ri))
+        st = dga_fail(DGA_ERR_INVALID, "%s: this output is a document of the input directory %s (%s); "
+                      "refusing to overwrite an input", out, in, what);
+    else if (ro && ri && out_dir && is_below(ri, ro))
+        st = dga_fail(DGA_ERR_INVALID, "%s: this output directory holds the input %s (%s); "
+                      "refusing to replace it", out, in, what);
+    free(ro);
+    free(ri);
+    return st;
+}
+
+dga_status dga_file_read_all(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd;
+    dga_status st = dga_open_regular(path, &fd);
+    if (st != DGA_OK) return st;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) st = dga_fail_errno(DGA_ERR_IO, "%s: cannot stat", path);
     /* The size is a hint: a file that grows while it is read is read to its end. */
     size_t cap = st == DGA_OK ? (size_t)sb.st_size + 1 : 0, n = 0;
     char *p = st == DGA_OK ? malloc(cap) : NULL;

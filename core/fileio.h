@@ -16,6 +16,7 @@
 #define DGA_FILEIO_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "status.h"
 
@@ -51,6 +52,28 @@ dga_status dga_file_copy_atomic(const char *src, const char *dst);
  * "/"), so that "<path>.tmp" names a sibling, not a file inside. DGA_ERR_INVALID if the path
  * is empty or does not fit. */
 dga_status dga_path_trim(char *out, size_t size, const char *path);
+
+/* Opens an input for reading and returns its descriptor in *fd (close-on-exec, blocking).
+ * Anything but a regular file (a FIFO, a directory, a device, a socket) is refused with a
+ * message naming the path and what it is: the open itself is non-blocking, so a FIFO nobody
+ * writes to cannot hang the caller before the check. Every reader of the core opens its
+ * inputs here. *fd is -1 on failure. */
+dga_status dga_open_regular(const char *path, int *fd);
+
+/* Like dga_open_regular, as a stdio stream ("rb"). *fp is NULL on failure. */
+dga_status dga_fopen_regular(const char *path, FILE **fp);
+
+/* Whether two paths name the same file once links are followed (same device and inode);
+ * a path that does not exist names no file. */
+int dga_same_file(const char *a, const char *b);
+
+/* Refuses an output that would destroy an input, before anything is written: `out` is the
+ * input itself once links are followed (same device and inode), an existing .jsonl / .txt
+ * document inside the input when the input is a (corpus) directory, or a directory holding
+ * the input (a store directory is replaced whole). `what` names the input in the message
+ * (e.g. "--corpus"). DGA_ERR_INVALID naming both paths; DGA_OK otherwise, also when either
+ * path does not exist yet. */
+dga_status dga_output_check(const char *out, const char *in, const char *what);
 
 /* Reads a whole regular file into malloc'd memory: *buf holds *len bytes followed by a NUL
  * (not counted in *len), so text can be parsed in place. Free with free(). A directory, a

@@ -330,8 +330,8 @@ dga_status dga_text_next(dga_text_reader *r, dga_text_doc *doc)
             deliver(r, doc, buf, len, 1);
             return DGA_OK;
         }
-        r->fp = fopen(r->cur_path, "rb");
-        if (!r->fp) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", r->cur_path);
+        dga_status st = dga_fopen_regular(r->cur_path, &r->fp);
+        if (st != DGA_OK) return st;
     }
 }
 

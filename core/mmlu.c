@@ -268,9 +268,10 @@ dga_status dga_mmlu_load(const char *dir, dga_mmlu **out)
             size_t before = mm->n[split];
             st = dga_mmlu_parse_csv(path, data, n, mm->subjects[i], &mm->q[split], &mm->n[split]);
             free(data);
-            /* The test questions are what is scored and the dev ones the 5-shot examples: a
-             * subject without them would be scored on nothing, or without its examples. */
-            if (st == DGA_OK && mm->n[split] == before && split != DGA_MMLU_VAL)
+            /* The test questions are what is scored, the dev ones the 5-shot examples and the
+             * val ones a split of their own (--split val): a subject with an empty file would
+             * silently be scored on nothing, or without its examples. */
+            if (st == DGA_OK && mm->n[split] == before)
                 st = dga_fail(DGA_ERR_FORMAT, "%s: line 1: no questions (an empty file?)", path);
         }
     }

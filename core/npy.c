@@ -191,17 +191,14 @@ static dga_status check_size(const char *path, const dga_npy *a, size_t data_byt
 dga_status dga_npy_map(const char *path, dga_npy *out)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
+    int fd;
+    dga_status ost = dga_open_regular(path, &fd);
+    if (ost != DGA_OK) return ost;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: cannot stat", path);
         close(fd);
         return st;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return dga_fail(DGA_ERR_IO, "%s: not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
     if (size < 10) {

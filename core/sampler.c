@@ -443,8 +443,9 @@ dga_status dga_sampler_state_load(dga_sampler *s, const void *buf, size_t len)
         memcpy(&ep, p_ep + d * 8, 8);
         if (a != s->avail[d])
             return dga_fail(DGA_ERR_INVALID,
-                            "sampler state: domain #%zu had %lld available sequences, this sampler has %lld "
-                            "(different sizes or budget)",
+                            "sampler state: domain #%zu had %lld available sequences when it was saved, "
+                            "this sampler has %lld: the data changed since the run started (its store "
+                            "rebuilt or changed, or another budget); resume with the data it started with",
                             d + 1, (long long)a, (long long)s->avail[d]);
         if (!isfinite(w) || w < 0 || cur < 0 || cur > a || dr < 0 || ep < 0 || (p_flags[d] & ~3u))
             return dga_fail(DGA_ERR_FORMAT, "sampler state: corrupt entry for domain #%zu", d + 1);

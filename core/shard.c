@@ -77,8 +77,9 @@ dga_status dga_shard_write(const char *path, const int32_t *tokens, size_t n, in
 /* Opens path and validates the header against the file size. */
 static dga_status open_checked(const char *path, FILE **out, dga_shard_info *info)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dga_fail_errno(DGA_ERR_IO, "%s: cannot open", path);
+    FILE *fp;
+    dga_status ost = dga_fopen_regular(path, &fp);
+    if (ost != DGA_OK) return ost;
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
         dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: cannot stat", path);

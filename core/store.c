@@ -18,9 +18,11 @@
 #include "fileio.h"
 #include "npy.h"
 #include "stale.h"
+#include "store_crc.h"
 
 #define FORMAT_NAME "dgalua-store"
-#define FORMAT_VERSION 1
+/* 2 added "checksums" (store_crc.h). A version-1 store (built before) still opens, unchecked. */
+#define FORMAT_VERSION 2
 
 static double now_s(void)
 {
@@ -242,6 +244,9 @@ static dga_status write_manifest(const dga_store_builder *b, const dga_store_wri
                                  const dga_embedder *emb, const dga_hkmeans *h, const char *dir,
                                  const char *tok_dtype, const int64_t *source_seqs)
 {
+    json_t *sums;
+    dga_status cst = dga_store_checksums_make(dir, &sums);   /* every file is written by now */
+    if (cst != DGA_OK) return cst;
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string(FORMAT_NAME));
     json_object_set_new(m, "version", json_integer(FORMAT_VERSION));
@@ -275,6 +280,7 @@ static dga_status write_manifest(const dga_store_builder *b, const dga_store_wri
     for (int i = 0; i < b->nsources; i++) json_array_append_new(src, json_string(b->sources[i]));
     json_object_set_new(m, "sources", src);
     json_object_set_new(m, "source_sequences", u64_array(source_seqs, b->nsources));
+    json_object_set_new(m, "checksums", sums);
     char *text = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(m);
     if (!text) return dga_fail(DGA_ERR_NOMEM, "store: cannot serialise manifest.json");
@@ -628,7 +634,9 @@ static dga_status open_checked(dga_store *s, json_t *m, const char *mpath)
     if (!json_is_string(j) || strcmp(json_string_value(j), FORMAT_NAME) != 0)
         return dga_fail(DGA_ERR_FORMAT, "%s: field 'format': expected \"%s\"", mpath, FORMAT_NAME);
     int64_t v = 0;
-    if ((st = get_int(mpath, m, "version", FORMAT_VERSION, FORMAT_VERSION, &v))) return st;
+    if ((st = get_int(mpath, m, "version", 1, FORMAT_VERSION, &v))) return st;
+    /* First: every later check reads these bytes. */
+    if (v >= 2 && (st = dga_store_checksums_verify(s->dir, mpath, json_object_get(m, "checksums")))) return st;
     if ((st = get_int(mpath, m, "seq_len", 2, 1 << 24, &v))) return st;
     s->seq_len = (int)v;
     if ((st = get_int(mpath, m, "vocab_size", 1, INT32_MAX, &v))) return st;
@@ -752,11 +760,20 @@ dga_status dga_store_open(const char *dir, dga_store **out)
         return dga_fail(DGA_ERR_INVALID, "store: path too long");
     }
     json_error_t jerr;
-    json_t *m = json_load_file(mpath, 0, &jerr);
+    char *text = NULL;
+    size_t tlen = 0;
+    json_t *m = NULL;
+    /* Read through dga_file_read_all, which refuses a FIFO instead of blocking on it. */
+    if (access(mpath, F_OK) != 0) {
+        dga_status st = dga_fail_errno(DGA_ERR_IO, "%s: not a store (cannot open manifest.json)", dir);
+        dga_store_close(s);
+        return st;
+    }
+    dga_status rst = dga_file_read_all(mpath, &text, &tlen);
+    if (rst == DGA_OK) m = json_loadb(text, tlen, 0, &jerr);
+    free(text);
     if (!m) {
-        dga_status st = access(mpath, F_OK) != 0
-                            ? dga_fail_errno(DGA_ERR_IO, "%s: not a store (cannot open manifest.json)", dir)
-                            : dga_fail(DGA_ERR_FORMAT, "%s: line %d: %s", mpath, jerr.line, jerr.text);
+        dga_status st = rst != DGA_OK ? rst : dga_fail(DGA_ERR_FORMAT, "%s: line %d: %s", mpath, jerr.line, jerr.text);
         dga_store_close(s);
         return st;
     }

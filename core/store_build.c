@@ -214,6 +214,10 @@ dga_status dga_store_build(const dga_store_build_opts *o)
     char out[3001];
     if (dga_path_trim(out, sizeof out, o->out) != DGA_OK)
         return dga_fail(DGA_ERR_INVALID, "store_build: output path empty or too long");
+    /* The store directory is replaced whole: it must hold none of what the build reads. */
+    dga_status chk = dga_output_check(out, o->corpus, "the corpus");
+    if (chk == DGA_OK && o->tokenizer) chk = dga_output_check(out, o->tokenizer, "the tokenizer");
+    if (chk != DGA_OK) return chk;
     int swept = 0;
     if (dga_stale_remove(out, &swept) == DGA_OK && swept && o->verbose)
         fprintf(stderr, "store: removed %d leftover%s of a killed build of %s\n", swept,

@@ -33,9 +33,8 @@ p:flag("--embeddings", "Also write the sequence embeddings, embeddings.npy (floa
        .. "store row order; 1.5 KB per sequence with hash384).")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
--- One writer per output: a second build of the same store fails here, naming the first's pid.
-local lock <close> = dga.lock(a.out:gsub("/+$", "") .. ".lock")   -- luacheck: no unused
-
+dga.check_output(a.out, {corpus = a.corpus, ["--tokenizer"] = a.tokenizer,
+                         ["--embedder"] = a.embedder:match("^gpt:(.*)")})
 local function num_opt(v, name)
     local n = tonumber(v)
     if not n or n < 0 then p:error(string.format("%s: expected a number >= 0, got '%s'", name, v)) end
@@ -53,9 +52,7 @@ if embedder:match("^gpt:") then
     local paths = require("data.model_dir").resolve(embedder:sub(5))
     embedder = "gpt:" .. paths.model
 end
-local t0 = runinfo.now()
-local clock0 = os.clock()
-local _, stats = dga.store_build{
+local build = {
     corpus = a.corpus, out = a.out, levels = levels,
     seq_len = args.check_int(p, a.seq_len, "--seq-len", 2),
     tokenizer = a.tokenizer, vocab = args.check_int(p, a.vocab, "--vocab", 257),
@@ -64,6 +61,12 @@ local _, stats = dga.store_build{
     spherical = not a.euclidean, embedder = embedder, save_embeddings = a.embeddings,
     verbose = not a.quiet,
 }
+-- One writer per output: a second build of the same store fails here, naming the first's pid.
+-- Taken after the usage checks (their os.exit would skip the release that removes the file).
+local lock <close> = dga.lock(a.out:gsub("/+$", "") .. ".lock")   -- luacheck: no unused
+local t0 = runinfo.now()
+local clock0 = os.clock()
+local _, stats = dga.store_build(build)
 require("data.corpus").warn_skipped(stats)
 
 local s = dga.store_open(a.out)

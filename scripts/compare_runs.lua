@@ -15,6 +15,7 @@ p:argument("a", "The first tree of run directories (<cell>/seed-<s>/summary.json
 p:argument("b", "The second tree (the same command, run again).")
 p:option("--out", "Also write the summary to this markdown file.")
 local a = p:parse(arg)
+if a.out then dga.check_output(a.out, {a = a.a, b = a.b}) end
 
 local ok, res = pcall(compare.trees, a.a, a.b)
 if not ok then p:error(tostring(res)) end

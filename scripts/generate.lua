@@ -35,16 +35,36 @@ if opt.top_p == 0 then args.fail(parser, "--top-p must be above 0 (1 keeps every
 if (opt.top_k > 0 or opt.top_p < 1) and opt.temperature == 0 then
     args.fail(parser, "--top-k and --top-p restrict sampling: give a --temperature above 0")
 end
-local ck, tok = require("data.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
+local ck, tok, paths = require("data.model_dir").load(opt.checkpoint, {tokenizer = true, tokenizer_path = opt.tokenizer})
+local tok_path = opt.tokenizer or paths.tokenizer
+local vocab = ck.model:config().vocab
+-- A smaller tokenizer (another run's) decodes the ids it happens to know and fails on the
+-- others, after the generation; a larger one is checked on the prompt it encodes.
+if tok and tok:vocab_size() < vocab then
+    error(string.format("the tokenizer %s has %d tokens, but the checkpoint %s has a vocabulary of %d: "
+                        .. "they do not belong together", tok_path, tok:vocab_size(), paths.model, vocab), 0)
+end
 
 local prompt
 if opt.prompt_ids then
     local ids, err = args.ids(opt.prompt_ids)
     if not ids then args.fail(parser, "--prompt-ids: " .. err) end
+    for _, id in ipairs(ids) do
+        if id >= vocab then
+            args.fail(parser, string.format("--prompt-ids: token id %d outside the vocabulary [0, %d) of the checkpoint %s",
+                                            id, vocab, paths.model))
+        end
+    end
     prompt = ids
 elseif opt.prompt then
     if not tok then args.fail(parser, "--prompt needs --tokenizer (or give --prompt-ids)") end
     prompt = tok:encode(opt.prompt)
+    for _, id in ipairs(prompt) do
+        if id >= vocab then
+            error(string.format("--prompt: the tokenizer %s gives token id %d, outside the vocabulary [0, %d) of the "
+                                .. "checkpoint %s: they do not belong together", tok_path, id, vocab, paths.model), 0)
+        end
+    end
 else
     args.fail(parser, "give --prompt-ids (or --prompt with --tokenizer)")
 end
@@ -64,4 +84,8 @@ local whole = {}
 if opt.echo then for _, id in ipairs(prompt_ids) do whole[#whole + 1] = id end end
 for _, id in ipairs(out) do whole[#whole + 1] = id end
 print(opt.echo and ids_text(prompt_ids) .. " | " .. ids_text(out) or ids_text(out))
-if tok then print("text: " .. tok:decode(whole)) end
+if tok then
+    local ok, text = pcall(tok.decode, tok, whole)
+    if not ok then error(string.format("%s (tokenizer %s, checkpoint %s)", tostring(text), tok_path, paths.model), 0) end
+    print("text: " .. text)
+end

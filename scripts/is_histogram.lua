@@ -19,6 +19,7 @@ p:option("--out", "Where to write the histogram (.npy).")
 p:flag("--lines", "Every non-empty line of the --texts file is one text.")
 p:option("--top", "Print this many of the heaviest domains.", "10")
 local a = p:parse(arg)
+if a.out then dga.check_output(a.out, {["--store"] = a.store, ["--texts"] = a.texts}) end
 
 local level = math.tointeger(tonumber(a.level))
 if not level or level < 1 then p:error("--level: expected an integer >= 1, got '" .. a.level .. "'") end
@@ -29,6 +30,8 @@ if level > s:levels() then p:error(string.format("--level %d: the store has %d l
 
 local texts = {}
 if a.lines then
+    local kind = dga.path_kind(a.texts)   -- io.open would block on a FIFO
+    if kind ~= "file" then error(string.format("%s: %s, expected a regular file", a.texts, kind or "no such file"), 0) end
     local f, err = io.open(a.texts, "rb")
     if not f then error(err, 0) end
     for line in f:lines() do

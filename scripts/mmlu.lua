@@ -31,6 +31,9 @@ parser:option("--batch", "Prompts per forward pass (default: the model's batch).
 parser:option("--threads", "OpenBLAS threads."):convert(args.int(1))
 parser:flag("--all-subjects", "Print every subject's row, not only the categories (with few subjects they are always printed).")
 local opt = parser:parse()
+if opt.out then
+    dga.check_output(opt.out, {["--checkpoint"] = opt.checkpoint, ["--mmlu"] = opt.mmlu, ["--tokenizer"] = opt.tokenizer})
+end
 
 if opt.threads then dga.set_threads(opt.threads) end
 

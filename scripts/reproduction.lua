@@ -130,6 +130,7 @@ local function main(args)
     p:option("--out", "Also write the markdown to this file.")
     p:option("--note", "A paragraph said after the introduction (what was run, and where).")
     local o = p:parse(args)
+    if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log}) end
     local log
     if o.log then
         local text = runinfo.read_file(o.log)

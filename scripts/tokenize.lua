@@ -16,14 +16,15 @@ p:option("--out", "Shard file to write."):count(1)
 p:option("--max-docs", "Encode at most this many documents (default: all).")
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
--- One writer per output: a second run writing the same shard fails here, naming the first's pid.
-local lock <close> = dga.lock(a.out .. ".lock")   -- luacheck: no unused
-
+dga.check_output(a.out, {["--corpus"] = a.corpus, ["--tokenizer"] = a.tokenizer})
 local max_docs
 if a.max_docs then
     max_docs = math.tointeger(tonumber(a.max_docs))
     if not max_docs or max_docs < 0 then p:error("--max-docs: expected an integer >= 0, got '" .. a.max_docs .. "'") end
 end
+-- One writer per output: a second run writing the same shard fails here, naming the first's pid.
+-- Taken after the usage checks (their os.exit would skip the release that removes the file).
+local lock <close> = dga.lock(a.out .. ".lock")   -- luacheck: no unused
 
 local tok = dga.tokenizer_load(a.tokenizer)
 if not a.quiet then io.stderr:write(tostring(tok), "\n") end
@@ -38,10 +39,14 @@ local ids, st = tok:encode_corpus(a.corpus, {
 })
 local secs = os.clock() - c0
 require("data.corpus").warn_skipped(st)
--- An empty shard would only fail later, in whatever trains on it.
-if st.docs == 0 and max_docs ~= 0 then
+-- An empty shard would only fail later, in whatever trains on it; so would one holding only
+-- the separators of empty documents.
+if (st.docs == 0 or st.bytes == 0) and max_docs ~= 0 then
     local why
-    if st.files == 0 then
+    if st.docs > 0 then
+        why = string.format("%d document%s in %d file%s, every one empty", st.docs, st.docs == 1 and "" or "s",
+                            st.files, st.files == 1 and "" or "s")
+    elseif st.files == 0 then
         why = "no .jsonl or .txt files"
     elseif st.skipped > 0 then
         why = string.format("%d files, every line skipped (%d malformed, the first: %s)", st.files,

@@ -78,6 +78,17 @@ if opt.save and not save_dir then
         args.fail(parser, string.format("--save %s: directory %s does not exist", opt.save, dir))
     end
 end
+do
+    -- nothing this run writes may be one of the files it reads
+    local inputs = {["--data"] = opt.data, ["--val"] = opt.val, ["--tokenizer"] = opt.tokenizer}
+    local saved = opt.save and (save_dir and {opt.save .. "/" .. model_dir.MODEL, opt.save .. "/" .. model_dir.CONFIG}
+                                          or {opt.save}) or {}
+    for _, f in ipairs(saved) do dga.check_output(f, inputs) end
+    if opt.log then
+        inputs["--save"] = saved
+        dga.check_output(opt.log, inputs)
+    end
+end
 local tokens, info = dga.shard_read(opt.data)
 local shard_vocab = args.shard_vocab(info)
 -- Checked now rather than at the first batch that happens to hold an id the model lacks.
@@ -129,8 +140,12 @@ end
 local tokenizer = opt.tokenizer
 if not tokenizer then
     local beside = (opt.data:match("^(.*)/[^/]*$") or ".") .. "/tokenizer.json"
-    local f = io.open(beside, "rb")
-    if f then f:close() tokenizer = beside end
+    if dga.path_kind(beside) then tokenizer = beside end   -- not opened: a FIFO would block
+end
+-- Checked now, not when the first checkpoint copies it (io.open would block on a FIFO).
+if tokenizer and dga.path_kind(tokenizer) ~= "file" then
+    error(string.format("%s: the tokenizer is %s, expected a regular file", tokenizer,
+                        dga.path_kind(tokenizer) or "missing"), 0)
 end
 
 -- Resuming: the weights, the AdamW moments, the window generator and the step.
@@ -139,7 +154,12 @@ if opt.resume then
     local paths = model_dir.resolve(opt.save)
     local ck = dga.load_checkpoint(paths.model, {model = model, optimizer = optim})
     start = math.tointeger(tonumber(ck.meta.step) or tonumber(ck.meta.steps)) or 0
-    if ck.blobs.window_rng then rng:set_state(ck.blobs.window_rng) end
+    -- A fresh generator would draw other windows than the uninterrupted run: not a resume.
+    if not ck.blobs.window_rng then
+        error(string.format("%s: the checkpoint holds no window generator state (blob 'window_rng'), so the run "
+                            .. "cannot continue as it would have; start over with --overwrite", paths.model), 0)
+    end
+    rng:set_state(ck.blobs.window_rng)
     recent_saved = {loss = tonumber(ck.meta.final_loss), mean = tonumber(ck.meta.recent_mean),
                     n = math.tointeger(tonumber(ck.meta.recent_n)), val = tonumber(ck.meta.val_loss),
                     recent = ck.tensors.recent_losses}
@@ -149,7 +169,17 @@ if opt.resume then
     end
 end
 
+-- The log's writes are checked, each one: a full disk must stop the run, not leave a log that
+-- silently ends early.
 local log
+local function log_check(ok, err)
+    if not ok then error(string.format("--log %s: cannot write: %s", opt.log, tostring(err)), 0) end
+    return ok
+end
+local function log_write(...)
+    log_check(log:write(...))
+    log_check(log:flush())
+end
 if opt.log then
     local header = "step,loss,grad_norm,lr" .. (opt.val and ",val_loss" or "")
     local old = opt.resume and require("util.runinfo").read_file(opt.log)
@@ -161,10 +191,10 @@ if opt.log then
             if #kept == 0 or (step and step <= start) then kept[#kept + 1] = line end
         end
         dga.write_file_atomic(opt.log, table.concat(kept, "\n") .. "\n")
-        log = assert(io.open(opt.log, "a"))
+        log = log_check(io.open(opt.log, "a"))
     else
-        log = assert(io.open(opt.log, "w"))
-        log:write(header, "\n")
+        log = log_check(io.open(opt.log, "w"))
+        log_write(header, "\n")
     end
 end
 
@@ -224,10 +254,8 @@ for step = start + 1, opt.steps do
         last_val = this_val
     end
     if log then
-        log:write(string.format("%d,%.9g,%.9g,%.9g", step, loss, norm, lr))
-        if opt.val then log:write(this_val and string.format(",%.9g", this_val) or ",") end
-        log:write("\n")
-        log:flush()
+        log_write(string.format("%d,%.9g,%.9g,%.9g", step, loss, norm, lr),
+                  opt.val and (this_val and string.format(",%.9g", this_val) or ",") or "", "\n")
     end
     if prog then prog:update(step, {loss = loss, lr = lr, tokens = opt.batch * T, val = last_val}) end
     last_step = step
@@ -238,7 +266,7 @@ for step = start + 1, opt.steps do
     if stop then break end
 end
 if prog then prog:finish() end
-if log then log:close() end
+if log then log_check(log:close()) end
 
 if last_step == start and recent_saved then
     -- Nothing left to train: the run's own summary, from the checkpoint.

@@ -17,6 +17,7 @@ p:option("--sample-mb", "Megabytes of text to train on, split evenly over the do
 p:option("--out", "Where to write tokenizer.json."):count(1)
 p:flag("--quiet", "No progress output.")
 local a = p:parse(arg)
+dga.check_output(a.out, {["--corpus"] = a.corpus})
 
 local vocab = math.tointeger(tonumber(a.vocab))
 if not vocab or vocab < 257 then p:error("--vocab: expected an integer >= 257, got '" .. a.vocab .. "'") end

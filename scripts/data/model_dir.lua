@@ -18,10 +18,9 @@ local M = {}
 
 M.MODEL, M.CONFIG, M.TOKENIZER = "model.safetensors", "config.json", "tokenizer.json"
 
+-- Not by opening it: a FIFO there would block; the loaders refuse what is not a file.
 local function exists(path)
-    local f = io.open(path, "rb")
-    if f then f:close() end
-    return f ~= nil
+    return dga.path_kind(path) ~= nil
 end
 
 -- {dir, model, tokenizer (nil when absent), is_dir} for a directory or a .safetensors file.

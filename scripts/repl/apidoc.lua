@@ -68,9 +68,17 @@ M.groups = {
          doc = "Writes text to a temporary file, fsyncs and renames it, so a crash leaves the old or the new file.",
          example = 'dga.write_file_atomic("notes.txt", "hello\\n")'},
         {"lock", args = "(path)", returns = "lock (a userdata; release(), held(), to-be-closed)",
-         doc = "Takes an exclusive flock on path (created, holding this pid); a second holder fails at once "
-               .. "naming the first one's pid. The kernel releases it when the process dies.",
+         doc = "Takes an exclusive flock on path: an existing directory itself (nothing created), else a lock "
+               .. "file holding this pid, removed at release. A second holder fails at once naming the first "
+               .. "one's pid. The kernel releases it when the process dies.",
          example = 'local lk <close> = dga.lock("runs/x/.lock")'},
+        {"path_kind", args = "(path)", returns = "\"file\", \"directory\", \"fifo\", ... or nil, message",
+         doc = "What is at path (links followed), without opening it: opening a FIFO would block.",
+         example = 'if dga.path_kind("tok.json") == "file" then print("there") end'},
+        {"check_output", args = "(out, {[option] = path or {paths}})", returns = "nothing",
+         doc = "Errors, naming both, when out is one of the inputs (through links), an existing file inside "
+               .. "an input directory, or a directory holding an input. Every tool calls it before writing.",
+         example = 'dga.check_output(a.out, {["--corpus"] = a.corpus})'},
         {"isatty", args = "([fd = 1])", returns = "boolean",
          doc = "Whether stdin (0), stdout (1) or stderr (2) is a terminal.",
          example = "if dga.isatty(2) then io.stderr:write('\\r') end"},
@@ -394,6 +402,8 @@ M.classes = {
         {"release", args = "()", returns = "nothing", doc = "Releases the lock (idempotent; also at __close and __gc).",
          example = "lk:release()"},
         {"held", args = "()", returns = "boolean", doc = "Whether this object still holds the lock.", example = "lk:held()"},
+        {"check", args = "()", returns = "lk", doc = "Errors when the lock file was deleted or replaced while held "
+               .. "(another process may then hold a lock of its own).", example = "lk:check()"},
     }},
     {name = "dga.basis", var = "P", doc = "N basis histograms over k domains (dga.basis).", methods = {
         {"mix", args = "(alpha)", returns = "float32 [k]", doc = "P alpha: the training mixture.", example = "P:mix({0.5, 0.5})"},

@@ -484,11 +484,15 @@ static void test_checkpoint_errors(void **state)
     for (int i = 0; i < dga_safetensors_meta_count(g); i++)
         if (strcmp(dga_safetensors_meta_at(g, i)->key, "dgalua.crc32"))
             mg[nmg++] = *dga_safetensors_meta_at(g, i);
-    const char *names[3] = {"transformer.h.0.mlp.c_fc.weight", "optimizer.v.transformer.ln_f.bias",
-                            "optimizer.v.transformer.h.1.attn.c_proj.weight"};
-    const float poison[3] = {NAN, -INFINITY, -1.0f};
-    const char *says[3] = {"holds NaN", "holds an infinity", "holds -1 at index"};
-    for (int c = 0; c < 3; c++) {
+    /* Issue 22: and a finite weight too large for a forward pass (3e38 loaded, then failed at
+     * the first step as a NaN gradient). */
+    const char *names[5] = {"transformer.h.0.mlp.c_fc.weight", "optimizer.v.transformer.ln_f.bias",
+                            "optimizer.v.transformer.h.1.attn.c_proj.weight", "transformer.wte.weight",
+                            "transformer.h.1.ln_1.bias"};
+    const float poison[5] = {NAN, -INFINITY, -1.0f, 3e38f, -2e9f};
+    const char *says[5] = {"holds NaN", "holds an infinity", "holds -1 at index", "holds 3e+38 at index",
+                           "holds -2e+09 at index"};
+    for (int c = 0; c < 5; c++) {
         float *copy = NULL;
         for (int i = 0; i < ng; i++) {
             eg[i] = *dga_safetensors_entry(g, i);
@@ -503,8 +507,8 @@ static void test_checkpoint_errors(void **state)
         assert_non_null(copy);
         assert_int_equal(dga_safetensors_write_crc(cut, eg, ng, mg, nmg, "dgalua.crc32"), DGA_OK);
         assert_int_equal(dga_checkpoint_open(cut, &ck), DGA_OK);
-        dga_status s = c == 0 ? dga_checkpoint_load_model(ck, a)
-                              : dga_checkpoint_load_optimizer(ck, a, oa);
+        dga_status s = c == 0 || c >= 3 ? dga_checkpoint_load_model(ck, a)
+                                        : dga_checkpoint_load_optimizer(ck, a, oa);
         assert_int_equal(s, DGA_ERR_FORMAT);
         assert_non_null(strstr(dga_last_error(), names[c]));
         assert_non_null(strstr(dga_last_error(), says[c]));
@@ -521,6 +525,8 @@ static void test_checkpoint_errors(void **state)
         {"optimizer.eps", "-1e-8", "\"optimizer.eps\" is \"-1e-8\""},
         {"optimizer.weight_decay", "inf", "\"optimizer.weight_decay\" is \"inf\""},
         {"n_head", "3", "invalid model config: gpt config: width 16 is not a multiple of heads 3"},
+        /* issue 22: gpt's own message ("gpt: batch = ...") named neither the file nor the key */
+        {"dgalua.max_batch", "2000000000", "\"dgalua.max_batch\" is \"2000000000\" (expected an integer in [1, 1048576])"},
     };
     for (size_t c = 0; c < sizeof bad_md / sizeof bad_md[0]; c++) {
         const char *keep = NULL;

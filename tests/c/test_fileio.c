@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -102,6 +104,66 @@ static void failures_name_the_file(void **state)
     assert_non_null(strstr(dga_last_error(), "not a regular file"));
 }
 
+/* A FIFO nobody writes to would block open() for ever: every reader refuses it at once, and
+ * so do a directory and a device, naming the path and what it is. The alarm turns a hang
+ * into a failure. */
+static void non_regular_inputs_are_refused_without_blocking(void **state)
+{
+    const char *fifo = tmp_path("fifo.json");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(20);
+    char *buf = (char *)1;
+    size_t n = 7;
+    assert_int_equal(dga_file_read_all(fifo, &buf, &n), DGA_ERR_IO);
+    assert_null(buf);
+    assert_non_null(strstr(dga_last_error(), "fifo.json: not a regular file (a FIFO"));
+    int fd = 5;
+    assert_int_equal(dga_open_regular(fifo, &fd), DGA_ERR_IO);
+    assert_int_equal(fd, -1);
+    FILE *fp = (FILE *)1;
+    assert_int_equal(dga_fopen_regular(fifo, &fp), DGA_ERR_IO);
+    assert_null(fp);
+    assert_int_equal(dga_open_regular("/dev/null", &fd), DGA_ERR_IO);
+    assert_non_null(strstr(dga_last_error(), "/dev/null: not a regular file (a character device)"));
+    assert_int_equal(dga_open_regular(dir, &fd), DGA_ERR_IO);
+    assert_non_null(strstr(dga_last_error(), "not a regular file (a directory)"));
+    alarm(0);
+
+    /* A regular file comes back blocking (the flag was only for the open). */
+    const char *p = tmp_path("plain");
+    const void *parts[1] = {"x"};
+    size_t sizes[1] = {1};
+    assert_int_equal(dga_write_file_atomic(p, 1, parts, sizes), DGA_OK);
+    assert_int_equal(dga_open_regular(p, &fd), DGA_OK);
+    assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    close(fd);
+    assert_int_equal(dga_fopen_regular(p, &fp), DGA_OK);
+    assert_int_equal(fgetc(fp), 'x');
+    fclose(fp);
+}
+
+/* The output-is-an-input check follows links: a symlink and a hard link name the same file. */
+static void same_file_follows_links(void **state)
+{
+    char a[600];
+    snprintf(a, sizeof a, "%s", tmp_path("same-a"));
+    const void *parts[1] = {"x"};
+    size_t sizes[1] = {1};
+    assert_int_equal(dga_write_file_atomic(a, 1, parts, sizes), DGA_OK);
+    char sym[600], hard[600], other[600];
+    snprintf(sym, sizeof sym, "%s", tmp_path("same-sym"));
+    snprintf(hard, sizeof hard, "%s", tmp_path("same-hard"));
+    snprintf(other, sizeof other, "%s", tmp_path("same-other"));
+    assert_int_equal(symlink(a, sym), 0);
+    assert_int_equal(link(a, hard), 0);
+    assert_int_equal(dga_write_file_atomic(other, 1, parts, sizes), DGA_OK);
+    assert_true(dga_same_file(a, a));
+    assert_true(dga_same_file(a, sym));
+    assert_true(dga_same_file(hard, sym));
+    assert_false(dga_same_file(a, other));
+    assert_false(dga_same_file(a, tmp_path("absent")));
+}
+
 static void reads_empty_and_binary_files(void **state)
 {
     const char *p = tmp_path("empty");
@@ -143,6 +205,8 @@ int main(void)
         cmocka_unit_test(abort_keeps_the_old_file),
         cmocka_unit_test(failures_name_the_file),
         cmocka_unit_test(reads_empty_and_binary_files),
+        cmocka_unit_test(non_regular_inputs_are_refused_without_blocking),
+        cmocka_unit_test(same_file_follows_links),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

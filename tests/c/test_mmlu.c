@@ -304,6 +304,14 @@ static void test_empty_bom_nul(void **state)
     assert_int_equal(dga_mmlu_load(dir, &mm), DGA_ERR_FORMAT);
     assert_error_mentions("dev/toy_dev.csv: line 1:", "no questions");
     remove_release(dir);
+    /* and an empty val file (issue 22: it loaded silently, and --split val scored nothing) */
+    make_release(dir, sizeof dir, "q,a,b,c,d,A\n");
+    snprintf(path, sizeof path, "%s/val/toy_val.csv", dir);
+    write_file(path, "");
+    assert_int_equal(dga_mmlu_load(dir, &mm), DGA_ERR_FORMAT);
+    assert_null(mm);
+    assert_error_mentions("val/toy_val.csv: line 1:", "no questions");
+    remove_release(dir);
 
     /* a byte-order mark is stripped, also before a quoted field */
     dga_mmlu_question *qs = NULL;

@@ -202,6 +202,9 @@ static void test_state_roundtrip(void **state)
     dga_sampler *u = make(4, other, NULL, 3, 99);
     assert_int_equal(dga_sampler_state_load(u, buf, len), DGA_ERR_INVALID);
     assert_non_null(strstr(dga_last_error(), "domain #3"));
+    /* issue 22: the message says what happened (the data changed), not only the counts */
+    assert_non_null(strstr(dga_last_error(), "had 20 available sequences when it was saved, this sampler has 21: "
+                                             "the data changed since the run started"));
     assert_int_equal(dga_sampler_state_load(t, buf, len - 1), DGA_ERR_FORMAT);
     ((char *)buf)[0] ^= 1;
     assert_int_equal(dga_sampler_state_load(t, buf, len), DGA_ERR_FORMAT);

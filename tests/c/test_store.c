@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "npy.h"
 #include "rng.h"
 #include "store.h"
+#include "store_crc.h"
 
 /* Vocabulary: ids 0..49 "alphaN", 50..99 "betaN", 100 = EOT. */
 #define NW 50
@@ -252,8 +254,28 @@ static void copy_store(const char *from, const char *to)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Rewrites the manifest's checksums for the files as they are now (and sets `version`, with
+ * no checksums at all for version 1), so that what a test damages is seen by the check
+ * behind the checksum, as a writer's bug would be. A manifest that does not parse is left. */
+static void reseal(const char *dir, int version)
+{
+    char mpath[500];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+    json_error_t jerr;
+    json_t *m = json_load_file(mpath, 0, &jerr);
+    if (!m) return;
+    json_t *sums = NULL;
+    if (version >= 2) assert_int_equal(dga_store_checksums_make(dir, &sums), DGA_OK);
+    if (sums) json_object_set_new(m, "checksums", sums);
+    else json_object_del(m, "checksums");
+    json_object_set_new(m, "version", json_integer(version));
+    assert_int_equal(json_dump_file(m, mpath, JSON_INDENT(2) | JSON_PRESERVE_ORDER), 0);
+    json_decref(m);
+}
+
 static void expect_open_error(const char *dir, const char *needle)
 {
+    reseal(dir, 2);
     dga_store *s = (dga_store *)1;
     assert_int_not_equal(dga_store_open(dir, &s), DGA_OK);
     assert_null(s);
@@ -317,6 +339,63 @@ static void damaged_stores_are_clear_errors(void **state)
     expect_open_error(dir, "not a store");
 }
 
+/* Issue 22: a flipped byte used to train silently. The manifest's CRC-32s catch it at open,
+ * naming the file; a store of version 1 (before checksums) still opens. */
+static void a_flipped_byte_is_caught_at_open(void **state)
+{
+    char dir[400], path[500];
+    snprintf(dir, sizeof dir, "%s/flipped", root);
+    const char *files[3] = {"tokens.npy", "seq_index.npy", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) {
+        copy_store(store_dir, dir);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "r+b");
+        if (!f) {   /* a store built without a tokenizer */
+            assert_int_equal(i, 2);
+            continue;
+        }
+        assert_int_equal(fseek(f, -3, SEEK_END), 0);
+        int c = fgetc(f);
+        assert_int_equal(fseek(f, -3, SEEK_END), 0);
+        fputc(c ^ 0x10, f);
+        fclose(f);
+        dga_store *s = (dga_store *)1;
+        assert_int_equal(dga_store_open(dir, &s), DGA_ERR_FORMAT);
+        assert_null(s);
+        char want[600];
+        snprintf(want, sizeof want, "%s: checksum mismatch", path);
+        if (!strstr(dga_last_error(), want)) fail_msg("message '%s' lacks '%s'", dga_last_error(), want);
+        assert_non_null(strstr(dga_last_error(), "rebuild it"));
+    }
+    /* The manifest lists every file the build wrote. */
+    snprintf(path, sizeof path, "%s/manifest.json", store_dir);
+    json_error_t jerr;
+    json_t *m = json_load_file(path, 0, &jerr);
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "version")), 2);
+    json_t *sums = json_object_get(m, "checksums");
+    assert_non_null(json_object_get(sums, "tokens.npy"));
+    assert_non_null(json_object_get(sums, "leaf_offsets.npy"));
+    assert_non_null(json_object_get(sums, "idf.npy"));
+    assert_null(json_object_get(sums, "manifest.json"));
+    json_decref(m);
+    /* A version-1 store (no checksums) opens as before. */
+    copy_store(store_dir, dir);
+    reseal(dir, 1);
+    dga_store *s;
+    assert_int_equal(dga_store_open(dir, &s), DGA_OK);
+    dga_store_close(s);
+    /* A version-2 manifest without its checksums does not. */
+    copy_store(store_dir, dir);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    m = json_load_file(path, 0, &jerr);
+    json_object_del(m, "checksums");
+    assert_int_equal(json_dump_file(m, path, 0), 0);
+    json_decref(m);
+    assert_int_equal(dga_store_open(dir, &s), DGA_ERR_FORMAT);
+    assert_non_null(strstr(dga_last_error(), "field 'checksums'"));
+}
+
 static void replaces_only_stores(void **state)
 {
     char dir[400], path[500];
@@ -371,6 +450,7 @@ int main(void)
         cmocka_unit_test(histogram_puts_mass_on_the_source_domain),
         cmocka_unit_test(rebuild_is_identical),
         cmocka_unit_test(damaged_stores_are_clear_errors),
+        cmocka_unit_test(a_flipped_byte_is_caught_at_open),
         cmocka_unit_test(replaces_only_stores),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
