@@ -346,10 +346,52 @@ function M.pareto_figure(out, stem, points, opts)
 end
 
 -- All figures for a list of run directories.
+-- Distinct runs get distinct names (legends and file names): runs that share one (two runs
+-- of one policy) are told apart by the last parts of their directories that differ, and the
+-- collision is said on stderr, naming both runs. Returns runs.
+function M.distinct_names(runs, say)
+    say = say or function(msg) io.stderr:write(msg, "\n") end
+    local by = {}
+    for _, run in ipairs(runs) do
+        by[run.name] = by[run.name] or {}
+        table.insert(by[run.name], run)
+    end
+    for name, same in pairs(by) do
+        if #same > 1 then
+            local parts, dirs = {}, {}
+            for i, run in ipairs(same) do
+                parts[i] = {}
+                for piece in tostring(run.dir):gsub("/+$", ""):gmatch("[^/]+") do table.insert(parts[i], 1, piece) end
+                dirs[i] = run.dir
+            end
+            -- the fewest trailing directory parts that tell every run apart
+            local k, unique = 1, false
+            while not unique and k <= 16 do
+                local seen = {}
+                unique = true
+                for i in ipairs(same) do
+                    local tail = {}
+                    for j = math.min(k, #parts[i]), 1, -1 do tail[#tail + 1] = parts[i][j] end
+                    local key = table.concat(tail, "/")
+                    if seen[key] then unique = false end
+                    seen[key] = true
+                    same[i].tail = key
+                end
+                k = k + 1
+            end
+            for _, run in ipairs(same) do run.name = name .. " [" .. run.tail .. "]" end
+            say(string.format("plot: %d runs are named %s (%s): labelled by their directories", #same, name,
+                              table.concat(dirs, ", ")))
+        end
+    end
+    return runs
+end
+
 function M.plot_runs(dirs, out, opts)
     opts = opts or {}
     local runs = {}
     for i, d in ipairs(dirs) do runs[i] = M.read_run(d) end
+    M.distinct_names(runs)
     local made = {M.loss_figure(runs, out, {title = opts.title})}
     for _, run in ipairs(runs) do
         local f = M.weights_figure(run, out, {top = opts.top})

@@ -27,3 +27,18 @@ describe("plot.weights_figure", function()
         assert.are.equal("plain name", plot.domain_label("plain name"))
     end)
 end)
+
+describe("plot.distinct_names", function()
+    it("tells runs that share a name apart by their directories, and says so naming both", function()
+        local plot = require "plot"
+        local said = {}
+        local runs = {{name = "dga", dir = "runs/a/us/dga/seed-1"}, {name = "dga", dir = "runs/a/pub/dga/seed-1"},
+                      {name = "natural", dir = "runs/a/us/natural/seed-1"}}
+        plot.distinct_names(runs, function(msg) said[#said + 1] = msg end)
+        assert.are.equal("dga [us/dga/seed-1]", runs[1].name)
+        assert.are.equal("dga [pub/dga/seed-1]", runs[2].name)
+        assert.are.equal("natural", runs[3].name)
+        assert.are.equal(1, #said)
+        assert.truthy(said[1]:find("runs/a/us/dga/seed-1, runs/a/pub/dga/seed-1", 1, true), said[1])
+    end)
+end)
