@@ -1,0 +1,225 @@
+-- Claims (harness/descriptor.lua has their fields): the verdict of a paired difference, where
+-- a claim is decided in a study, and the tables that say so (results.md's opening, the README's
+-- digest, how each effect moves with scale).
+local seeds = require "harness.seeds"
+local stats = require "util.stats"
+
+local M = {}
+
+-- A summary as every table prints it (util/stats.format).
+local function fmt_summary(s) return stats.format(s) end
+
+-- The verdict of a paired difference (x - y) for a claim that x is `better` ("lower" or
+-- "higher") than y; with a margin, that x is no worse than y by more than it.
+function M.verdict(d, better, margin)
+    if not d or not d.n or d.n == 0 then return "no data" end
+    if d.n < stats.MIN_INTERVAL_N or not d.ci_lo then
+        return string.format("not established (n=%d: no interval)", d.n)
+    end
+    local lo, hi = d.ci_lo, d.ci_hi
+    if better == "higher" then lo, hi = -hi, -lo end   -- as if lower were better
+    if margin then
+        if hi < margin then return string.format("supported (CI below the %g margin)", margin) end
+        if lo > 0 then return "contradicted (CI excludes 0, worse)" end
+        return "not established (CI reaches the margin)"
+    end
+    if hi < 0 then return "supported (CI excludes 0)" end
+    if lo > 0 then return "contradicted (CI excludes 0, opposite sign)" end
+    return "not established (CI includes 0)"
+end
+
+-- The verdict without its reason: "supported", "contradicted", "not established", "no data".
+function M.verdict_word(v)
+    for _, w in ipairs{"supported", "contradicted", "not established"} do
+        if v:sub(1, #w) == w then return w end
+    end
+    return v
+end
+
+-- Every (claim, group) a claim is decided in: the groups holding both its cells (and matching
+-- its `where` pattern), in group order. Each: {claim =, group =, d = the paired difference
+-- x - y over their common seeds, verdict =}.
+function M.decide(groups, by, claims)
+    local out = {}
+    for _, g in ipairs(groups) do
+        local cells = {}
+        for _, c in ipairs(by[g]) do cells[c.label] = c end
+        for _, cl in ipairs(claims) do
+            local x, y = cells[cl.x], cells[cl.y]
+            if x and y and (not cl.where or g:find(cl.where)) then
+                local d = stats.paired(seeds.values(x, cl.metric), seeds.values(y, cl.y_metric or cl.metric))
+                out[#out + 1] = {claim = cl, group = g, d = d, verdict = M.verdict(d, cl.better, cl.margin)}
+            end
+        end
+    end
+    return out
+end
+
+-- Claims as markdown lines, one per group they are decided in (harness/descriptor.lua has the
+-- claim's fields).
+function M.claims(groups, by, claims)
+    local lines = {}
+    for _, r in ipairs(M.decide(groups, by, claims)) do
+        local cl = r.claim
+        lines[#lines + 1] = string.format("- **%s** %s: %s.%s - %s.%s = %s; %s.", r.group ~= "" and r.group or "all",
+            cl.text, cl.x, cl.metric, cl.y, cl.y_metric or cl.metric, fmt_summary(r.d), r.verdict)
+    end
+    return lines
+end
+
+
+-- "us_legislation/x16/b3" -> "us_legislation/b3", 16; a group without a scale part -> itself, 1.
+local function scale_of(group)
+    local pre, s, post = group:match("^(.-)/?x(%d+)/(.*)$")
+    if not s then return group, 1 end
+    return (pre ~= "" and (pre .. "/") or "") .. post, tonumber(s)
+end
+M.scale_of = scale_of
+
+local function cell_md(text) return (tostring(text):gsub("|", "\\|")) end
+
+-- The claims tables (results.md's opening and the README's digest): the paper's claims, each
+-- with the sentence it tests, then our own questions; a row per group a claim is decided in.
+-- decided: list of {section =, rows = M.decide(...)}.
+function M.claims_tables(decided)
+    local paper, ours, quotes, qorder = {}, {}, {}, {}
+    for _, sec in ipairs(decided) do
+        for _, r in ipairs(sec.rows) do
+            local cl, d = r.claim, r.d
+            local row = string.format("| %s | %s | `%s - %s` (%s) | %s | %d | %s |",
+                cell_md(cl.text), cell_md(sec.name .. ": " .. r.group), cl.x, cl.y,
+                cl.y_metric and (cl.metric .. " - " .. cl.y_metric) or cl.metric,
+                cell_md(fmt_summary(d)), d.n or 0, M.verdict_word(r.verdict))
+            if cl.source == "paper" then
+                local key = cl.section .. "\0" .. cl.quote
+                if not quotes[key] then
+                    qorder[#qorder + 1] = key
+                    quotes[key] = {n = #qorder, section = cl.section, quote = cl.quote}
+                end
+                paper[#paper + 1] = row:gsub("^| ", "| [" .. quotes[key].n .. "] ", 1)
+            else
+                ours[#ours + 1] = row
+            end
+        end
+    end
+    local head = "| claim | where | comparison (metric) | effect, 95% CI | seeds | verdict |\n|---|---|---|---|---:|---|"
+    local out = {"### The paper's claims", ""}
+    if #paper > 0 then
+        out[#out + 1] = head
+        for _, l in ipairs(paper) do out[#out + 1] = l end
+        out[#out + 1] = ""
+        for _, key in ipairs(qorder) do
+            local q = quotes[key]
+            out[#out + 1] = string.format("[%d] Fan, Grangier & Ablin (2024), %s: \"%s\"", q.n, q.section, q.quote)
+            out[#out + 1] = ""
+        end
+    else
+        out[#out + 1] = "(none decided by these runs)"
+        out[#out + 1] = ""
+    end
+    out[#out + 1] = "### Our questions (not claims of the paper)"
+    out[#out + 1] = ""
+    if #ours > 0 then
+        out[#out + 1] = head
+        for _, l in ipairs(ours) do out[#out + 1] = l end
+    else
+        out[#out + 1] = "(none decided by these runs)"
+    end
+    return table.concat(out, "\n") .. "\n"
+end
+
+-- One row per claim over every group it is decided in (the README's digest): how many groups
+-- support, contradict or leave it open, and the range of its effect; the paper's claims first.
+function M.claims_summary(decided)
+    local rows = {paper = {}, ours = {}}
+    for _, sec in ipairs(decided) do
+        local by, order = {}, {}
+        for _, r in ipairs(sec.rows) do
+            local id = r.claim.id
+            if not by[id] then by[id] = {claim = r.claim, rows = {}}; order[#order + 1] = id end
+            table.insert(by[id].rows, r)
+        end
+        for _, id in ipairs(order) do
+            local e, count, lo, hi, nmin, nmax = by[id], {}, math.huge, -math.huge, math.huge, 0
+            for _, r in ipairs(e.rows) do
+                local w = M.verdict_word(r.verdict)
+                count[w] = (count[w] or 0) + 1
+                if r.d.mean then lo, hi = math.min(lo, r.d.mean), math.max(hi, r.d.mean) end
+                nmin, nmax = math.min(nmin, r.d.n or 0), math.max(nmax, r.d.n or 0)
+            end
+            local parts = {}
+            for _, w in ipairs{"supported", "contradicted", "not established"} do
+                if count[w] then parts[#parts + 1] = string.format("%s in %d", w, count[w]) end
+            end
+            local cl = e.claim
+            local kind = cl.source == "paper" and "paper" or "ours"
+            rows[kind][#rows[kind] + 1] = string.format("| %s | %s | %s of %d | %s | %s |", cell_md(cl.text),
+                sec.name, table.concat(parts, ", "), #e.rows,
+                lo <= hi and (lo == hi and string.format("%.4f", lo) or string.format("%.4f to %.4f", lo, hi)) or "-",
+                nmin == nmax and tostring(nmin) or (nmin .. "-" .. nmax))
+        end
+    end
+    local head = "| claim | experiment | verdict in its groups | mean effect (x - y) | seeds |\n|---|---|---|---|---|"
+    local out = {"The paper's claims (quoting its abstract: [docs/results.md](docs/results.md) gives the sentence):", "",
+                 head}
+    for _, l in ipairs(rows.paper) do out[#out + 1] = l end
+    out[#out + 1] = ""
+    out[#out + 1] = "Our own questions (not claims of the paper):"
+    out[#out + 1] = ""
+    out[#out + 1] = head
+    for _, l in ipairs(rows.ours) do out[#out + 1] = l end
+    return table.concat(out, "\n") .. "\n"
+end
+
+-- How each claim's paired difference moves with the tokens per run: for every claim decided
+-- at more than one scale of the same group, its effect at each scale and whether it grows,
+-- shrinks or changes sign (judged on the means; "within noise" when no interval excludes 0).
+-- Returns the markdown (nil when no claim has two scales) and the figure's series.
+function M.scale_table(decided)
+    local by, order = {}, {}
+    for _, sec in ipairs(decided) do
+        for _, r in ipairs(sec.rows) do
+            local base, scale = scale_of(r.group)
+            local key = sec.name .. "\0" .. r.claim.id .. "\0" .. base
+            if not by[key] then
+                by[key] = {claim = r.claim, base = base, section = sec.name, at = {}}
+                order[#order + 1] = key
+            end
+            by[key].at[scale] = r
+        end
+    end
+    local lines, series = {}, {}
+    for _, key in ipairs(order) do
+        local e = by[key]
+        local scales = {}
+        for sc in pairs(e.at) do scales[#scales + 1] = sc end
+        table.sort(scales)
+        if #scales > 1 then
+            local first, last = e.at[scales[1]].d, e.at[scales[#scales]].d
+            local trend
+            if (first.mean or 0) * (last.mean or 0) < 0 then trend = "changes sign"
+            elseif math.abs(last.mean or 0) > math.abs(first.mean or 0) then trend = "grows"
+            else trend = "shrinks" end
+            local settled = false
+            for _, sc in ipairs(scales) do
+                if M.verdict_word(e.at[sc].verdict) ~= "not established" then settled = true end
+            end
+            if not settled then trend = trend .. " (within noise)" end
+            local cells, points = {}, {}
+            for _, sc in ipairs(scales) do
+                local d = e.at[sc].d
+                cells[#cells + 1] = string.format("x%d: %s", sc, cell_md(fmt_summary(d)))
+                local wide = d.n and d.n >= stats.MIN_INTERVAL_N
+                points[#points + 1] = {x = sc, y = d.mean or 0, lo = wide and d.ci_lo or nil, hi = wide and d.ci_hi or nil}
+            end
+            lines[#lines + 1] = string.format("| %s | %s | %s | %s |", cell_md(e.claim.text), cell_md(e.base),
+                                              table.concat(cells, "<br>"), trend)
+            series[#series + 1] = {name = e.claim.id .. " " .. e.base, points = points}
+        end
+    end
+    if #lines == 0 then return nil end
+    return "| claim | where | effect by tokens per run (x1 = the base run) | with scale |\n|---|---|---|---|\n"
+           .. table.concat(lines, "\n") .. "\n", series
+end
+
+return M
