@@ -30,7 +30,6 @@ end)
 
 describe("plot.distinct_names", function()
     it("tells runs that share a name apart by their directories, and says so naming both", function()
-        local plot = require "plot"
         local said = {}
         local runs = {{name = "dga", dir = "runs/a/us/dga/seed-1"}, {name = "dga", dir = "runs/a/pub/dga/seed-1"},
                       {name = "natural", dir = "runs/a/us/natural/seed-1"}}
