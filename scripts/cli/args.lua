@@ -20,7 +20,7 @@ M.EXIT_USAGE = 2
 local Parser = getmetatable(argparse("probe"))
 Parser.error = function(self, msg)
     io.stderr:write(("%s\n\nError: %s\n"):format(self:get_usage(), msg))
-    os.exit(M.EXIT_USAGE)
+    os.exit(M.EXIT_USAGE, true)   -- closing the state releases the to-be-closed locks
 end
 
 -- A converter's message names its option ("--batch: 0 is outside 1..inf"): argparse reports

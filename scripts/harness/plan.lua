@@ -164,7 +164,7 @@ end
 function Plan:lock()
     if self.worker or (dga.has_mpi and dga.has_mpi() and dga.rank() ~= 0) then return nil end
     runinfo.mkdir_p(self.out)
-    local ok, lk = pcall(dga.lock, self.out .. "/.sweep.lock")
+    local ok, lk = pcall(dga.lock, self.out)   -- the directory itself: no lock file to delete
     if not ok then
         error(overrides.usage_error(string.format(
             "sweep: another sweep is running on %s (%s); wait for it, or use another --out",

@@ -75,7 +75,7 @@
 -- fields as canonical JSON, policy options included). An unfinished pair whose directory
 -- holds a checkpoint resumes from it (topts.resume = true); one that holds a run but no
 -- checkpoint restarts (topts.overwrite = true). run_cell must pass topts to trainer.run.
--- The coordinator holds <out>/.sweep.lock while it runs: a second sweep on the same --out
+-- The coordinator locks <out> itself while it runs: a second sweep on the same --out
 -- stops at once, naming the first one's process, instead of failing pair by pair.
 --
 -- With --jobs N > 1, each worker writes its output to <dir>/log.txt (its first line names

@@ -155,7 +155,11 @@ function Run:load_checkpoint(path)
     self.ctx.history = ck.history
     self.weights = ck.weights
     self.sampler:set_weights(self.space:mix(self.weights))
-    self.sampler:set_state(ck.sampler)
+    local oks, err = pcall(self.sampler.set_state, self.sampler, ck.sampler)
+    if not oks then
+        local what = self.cfg.store and ("the store " .. tostring(self.cfg.store.dir)) or "the run's domains"
+        error(string.format("resume: %s: %s changed since the run started (%s)", path, what, tostring(err)), 0)
+    end
     self.rng:set_state(ck.rng)
     self.elapsed_before = ck.elapsed
     -- The state does not depend on the rank count (trainer/data_parallel.lua), so a run may resume on
@@ -271,8 +275,9 @@ function Run:train()
     self.t_start = runinfo.now()
     self.elapsed_before = 0
     self.step = 0
-    -- One writer per run directory: a second process fails here, naming this one's pid.
-    if self.writer then self.lock = dga.lock(self.dir .. "/.lock") end
+    -- One writer per run directory: a second process fails here, naming this one's pid. The
+    -- directory itself is locked, so no lock file exists that a user could delete as stale.
+    if self.writer then self.lock = dga.lock(self.dir) end
     -- On an error the logs are closed and the lock released at once, without raising again
     -- over the error.
     local _ <close> = setmetatable({}, {__close = function(_, err)

@@ -224,6 +224,8 @@ end
 
 -- Reads a JSON file; errors name the file.
 function M.read_file(path)
+    local kind = dga and dga.path_kind and dga.path_kind(path)
+    if kind and kind ~= "file" then error("cannot read " .. path .. ": it is a " .. kind .. ", not a file", 0) end
     local f, err = io.open(path, "rb")
     if not f then error("cannot read " .. path .. ": " .. tostring(err), 0) end
     local s = f:read("a")

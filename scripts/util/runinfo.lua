@@ -62,6 +62,9 @@ function M.find_summaries(dir, out)
 end
 
 function M.read_file(path)
+    -- not a regular file (a FIFO would block the open): nothing to read here
+    local kind = dga and dga.path_kind and dga.path_kind(path)
+    if kind and kind ~= "file" then return nil, path .. ": is a " .. kind .. ", not a file" end
     local f, err = io.open(path, "rb")
     if not f then return nil, err end
     local s = f:read("a")

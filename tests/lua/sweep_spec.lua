@@ -332,7 +332,7 @@ describe("sweep.run in process", function()
             return {name = "t", out = out, args = parse{"--seeds", "1"}, cells = cells(), argv = {},
                     quiet = true, run_cell = function() calls = calls + 1; return {x = 1} end}
         end
-        local held = dga.lock(out .. "/.sweep.lock")
+        local held = dga.lock(out)
         local e = usage_err(sweep.run, o())
         contains(e, "another sweep is running on " .. out)
         contains(e, "locked by process")
@@ -341,13 +341,13 @@ describe("sweep.run in process", function()
         sweep.run(o())
         assert.are.equal(2, calls)
         -- Released when the sweep returns, and after it fails too.
-        local again = dga.lock(out .. "/.sweep.lock")
+        local again = dga.lock(out)
         again:release()
         local failing = o()
         failing.args = parse{"--seeds", "2"}
         failing.run_cell = function() error("boom") end
         usage_err(sweep.run, failing)
-        dga.lock(out .. "/.sweep.lock"):release()
+        dga.lock(out):release()
     end)
 
     it("checks --set before any run when the experiment declares its keys", function()

@@ -352,24 +352,24 @@ describe("trainer run directories", function()
         local d = tmpdir("locked") .. "/run"
         runinfo.mkdir_p(d)
         local me = math.tointeger(tonumber(runinfo.read_file("/proc/self/stat"):match("^(%d+)")))
-        local lock = dga.lock(d .. "/.lock")
+        local lock = dga.lock(d)
         assert.error_matches(function()
             trainer.run(fixture.config(d, {steps = 4}), {quiet = true})
-        end, d .. "/.lock: locked by process " .. me, 1, true)
+        end, d .. ": locked by process " .. me, 1, true)
         assert.is_false(runinfo.exists(d .. "/metrics.csv"))
         lock:release()
         -- the run holds the lock while it trains, and releases it at the end
         local seen
         trainer.run(fixture.config(d, {steps = 4}), {quiet = true, hooks = {after_step = function()
-            seen = select(2, pcall(dga.lock, d .. "/.lock"))
+            seen = select(2, pcall(dga.lock, d))
         end}})
         assert.matches("locked by process " .. me, seen, 1, true)
-        dga.lock(d .. "/.lock"):release()
+        dga.lock(d):release()
         -- and on an error too (a resume that asks for a checkpoint of another model)
         assert.error_matches(function()
             trainer.run(fixture.config(d, {model = {layers = 2, width = 16, heads = 2}}), {quiet = true, resume = true})
         end, "config mismatch: file has n_layer=1, model has n_layer=2", 1, true)
-        dga.lock(d .. "/.lock"):release()
+        dga.lock(d):release()
     end)
 
     it("sees the lock of another process, which the kernel drops when it dies", function()
@@ -378,10 +378,12 @@ describe("trainer run directories", function()
         local script = d .. "/hold.lua"
         runinfo.write_atomic(script, string.format([[
             local lock = dga.lock(%q)
-            local f = io.open(%q, "w"); f:write("held\n"); f:close()
+            local held = %q
+            local f = io.open(held .. ".tmp", "w"); f:write(dga.getpid(), "\n"); f:close()
+            os.rename(held .. ".tmp", held)   -- whole when the parent sees it
             io.read("l")   -- until the parent closes the pipe, or kills this process
             lock:release()
-        ]], d .. "/run/.lock", d .. "/held"))
+        ]], d .. "/run", d .. "/held"))
         runinfo.mkdir_p(d .. "/run")
         local p = io.popen(string.format("exec %s %s > %s/out 2>&1", exe, script, d), "w")
         local pid
@@ -391,7 +393,7 @@ describe("trainer run directories", function()
         end)
         -- wait for the child to hold the lock (it says so in a file)
         while not runinfo.exists(d .. "/held") do os.execute("sleep 0.01") end
-        pid = math.tointeger(tonumber(runinfo.read_file(d .. "/run/.lock"):match("^(%d+)")))
+        pid = math.tointeger(tonumber(runinfo.read_file(d .. "/held"):match("^(%d+)")))
         assert.is_not_nil(pid)
         assert.error_matches(function()
             trainer.run(fixture.config(d .. "/run", {steps = 4}), {quiet = true})
