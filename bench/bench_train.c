@@ -222,6 +222,12 @@ static int bench_config(const bench_cfg *bc, int threads, double peak, dga_preci
         fprintf(stderr, "bench_train: %s\n", dga_last_error());
         goto out;
     }
+    /* Measured here, in the child: with DGA_DNNL_THREADS=omp a parent that had run an OpenMP
+     * team would leave its forked children hanging in libgomp (not fork-safe). */
+    if (prec != DGA_PREC_FP32 && (peak = dnnl_peak(prec, threads)) <= 0) {
+        fprintf(stderr, "bench_train: no %s matmul peak\n", dga_precision_name(prec));
+        goto out;
+    }
     const char *note = NULL;
     if (dga_gpt_set_precision(m, prec, &note) != DGA_OK || note) {
         fprintf(stderr, "bench_train: %s\n", note ? note : dga_last_error());
@@ -385,23 +391,17 @@ int main(int argc, char **argv)
                threads[i], openblas_get_num_threads(), openblas_get_corename(),
                env ? ", OPENBLAS_CORETYPE=" : "", env ? env : "");
         double peak = sgemm_peak(threads[i]);
-        double pk[3] = {peak, 0, 0};   /* per precision */
-        for (int p = 1; p < 3; p++) {
-            if (!strstr(precisions, dga_precision_name((dga_precision)p))) continue;
-            if (p == DGA_PREC_BF16 && !dga_dnnl_bf16_native()) {
-                printf("  bf16 skipped: oneDNN has no native bf16 matmul on this CPU (ISA %s)\n",
-                       dga_dnnl_isa_name());
-                continue;
-            }
-            pk[p] = dnnl_peak((dga_precision)p, threads[i]);
-        }
+        if (strstr(padded, " bf16 ") && !dga_dnnl_bf16_native())
+            printf("  bf16 skipped: oneDNN has no native bf16 matmul on this CPU (ISA %s)\n",
+                   dga_dnnl_isa_name());
         for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
             for (int p = 0; p < 3; p++) {
                 /* "fp32" is also inside "fp32-onednn": match whole words */
                 char word[32];
                 snprintf(word, sizeof word, " %s ", dga_precision_name((dga_precision)p));
-                if (!strstr(padded, word) || (p > 0 && pk[p] <= 0)) continue;
-                rc |= bench_config_in_child(&configs[c], threads[i], pk[p], (dga_precision)p);
+                if (!strstr(padded, word)) continue;
+                if (p == DGA_PREC_BF16 && !dga_dnnl_bf16_native()) continue;
+                rc |= bench_config_in_child(&configs[c], threads[i], peak, (dga_precision)p);
             }
     }
     return rc;
