@@ -42,8 +42,11 @@ M.groups = {
          example = "local r = dga.rng(42)"},
     }},
     {title = "Model and optimizer", functions = {
-        {"gpt", args = "{layers, width, heads, context, vocab, batch = 8, seed = 0, precision = \"fp32\"}", returns = "dga.gpt",
-         doc = "A GPT-2 decoder with freshly initialised weights; batch is the largest batch forward/backward take. precision: the linear layers' and head's products in fp32 (OpenBLAS), bf16 (bf16 inputs, fp32 accumulation; where oneDNN has no native bf16 matmul it runs fp32 and says so on stderr) or fp32-onednn.",
+        {"gpt", args = "{layers, width, heads, context, vocab, batch = 8, seed = 0, precision = \"fp32\"}",
+         returns = "dga.gpt",
+         doc = "A GPT-2 decoder with freshly initialised weights; batch is the largest batch forward/backward take. "
+             .. "precision: the linear layers' and head's products in fp32 (OpenBLAS), bf16 (bf16 inputs, fp32 "
+             .. "accumulation; where oneDNN has no native bf16 matmul it runs fp32 and says so on stderr) or fp32-onednn.",
          example = "local m = dga.gpt{layers = 2, width = 64, heads = 4, context = 32, vocab = 256}"},
         {"adamw", args = "(model [, {lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1, decay = \"matrices\"}])",
          returns = "dga.adamw",
@@ -245,8 +248,10 @@ M.classes = {
         {"config", args = "()", returns = "{layers, width, heads, context, vocab, batch}", doc = "The shape of the model.",
          example = "m:config().context"},
         {"num_params", args = "()", returns = "integer", doc = "The number of parameters.", example = "m:num_params()"},
-        {"precision", args = "()", returns = "string", doc = "The precision the products run in (after any fallback).", example = "m:precision()"},
-        {"set_precision", args = "(name)", returns = "nothing", doc = "Sets it, as dga.gpt's precision option.", example = "m:set_precision(\"bf16\")"},
+        {"precision", args = "()", returns = "string", doc = "The precision the products run in (after any fallback).",
+         example = "m:precision()"},
+        {"set_precision", args = "(name)", returns = "nothing", doc = "Sets it, as dga.gpt's precision option.",
+         example = "m:set_precision(\"bf16\")"},
         {"forward", args = "(inputs, targets)", returns = "number",
          doc = "Mean next-token loss of the batch; keeps the activations for backward.", example = "local loss = m:forward(x, y)"},
         {"backward", args = "()", returns = "nothing", doc = "Accumulates the gradient of the last forward's loss.",
