@@ -381,6 +381,8 @@ dga_status dga_gpt_set_precision(dga_model *base, dga_precision p, const char **
             dga_dnnl_free(mm);
             return st;
         }
+        /* a backward right after this (the forward ran in the old precision) reads the copy */
+        dga_dnnl_mirror_refresh(mm, 0, base->num_params);
     }
     dga_dnnl_free(m->mm);
     m->mm = mm;
