@@ -377,6 +377,40 @@ static void test_bf16_fallback(void **state)
     dga_model_free(m);
 }
 
+/* A precision set between a forward and its backward: the backward reads the new context's
+ * weight copy, which must already hold the weights (it was left unfilled before). */
+static void test_set_between(void **state)
+{
+    (void)state;
+    int emulated = bf16_setup();
+    size_t n;
+    model_grad(DGA_PREC_FP32, NULL, &n, NULL);
+    float *g0 = malloc(n * sizeof *g0);
+    model_grad(DGA_PREC_FP32, g0, &n, NULL);
+    dga_model *m = NULL;
+    assert_int_equal(dga_gpt_create(&CFG, B, &m), DGA_OK);
+    dga_rng r;
+    dga_rng_seed(&r, 5);
+    dga_model_init_weights(m, &r);
+    int32_t in[B * 16], tg[B * 16];
+    for (int i = 0; i < B * 16; i++) {   /* model_grad's batch */
+        in[i] = (int32_t)dga_rng_below(&r, 64);
+        tg[i] = i % 7 == 3 ? DGA_IGNORE : (int32_t)dga_rng_below(&r, 64);
+    }
+    float loss;
+    dga_model_zero_grad(m);
+    assert_int_equal(dga_model_forward(m, in, tg, B, 16, &loss), DGA_OK);
+    assert_int_equal(dga_gpt_set_precision(m, DGA_PREC_BF16, NULL), DGA_OK);
+    dga_dnnl_set_emulate_bf16(0);
+    assert_int_equal(dga_model_backward(m), DGA_OK);
+    double rg = rel_diff(dga_model_grads(m), g0, n);
+    print_message("bf16%s backward after an fp32 forward: gradient relative difference %.3g\n",
+                  emulated ? " (emulated)" : "", rg);
+    assert_true(rg <= (8.0 * CFG.n_layer + 3) * 2 * U_BF16);
+    dga_model_free(m);
+    free(g0);
+}
+
 /* eval and next_logits use the precision too; a model freed with a context leaks nothing
  * (the ASan build checks). */
 static void test_model_eval(void **state)
@@ -412,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_model_fp32_onednn),
         cmocka_unit_test(test_model_bf16),
         cmocka_unit_test(test_bf16_fallback),
+        cmocka_unit_test(test_set_between),
         cmocka_unit_test(test_model_eval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
