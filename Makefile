@@ -14,7 +14,7 @@ CC       ?= cc
 PKGS     := lua5.4 openblas jansson zlib
 DEBS     := build-essential pkg-config liblua5.4-dev lua5.4 libopenblas-pthread-dev libopenblas-dev \
             libcsv-dev libjansson-dev zlib1g-dev libreadline-dev lua-argparse \
-            lua-filesystem gnuplot-nox
+            lua-filesystem gnuplot-nox libdnnl-dev
 # OpenMPI: only the MPI build (make MPI=1) and its tests use it; `make deps MPI=1` adds it,
 # and so does `make test-deps`, since `make test` builds and tests the MPI binary where mpicc exists.
 MPI_DEBS := openmpi-bin libopenmpi-dev
@@ -35,7 +35,8 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Ic
             $(OPT) $(shell pkg-config --cflags $(filter-out lua5.4,$(PKGS)))
 # core/ is compiled without the Lua and bindings include paths: the compiler keeps Lua out.
 BIND_CFLAGS := -Ibindings $(shell pkg-config --cflags lua5.4)
-LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -lm -lpthread
+# oneDNN (Debian's build uses OpenMP; core/gemm_dnnl.c sets libgomp's thread count itself)
+LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lcsv -ldnnl -lgomp -lm -lpthread
 LDFLAGS  += $(if $(filter 1,$(SAN)),$(SANITIZE))
 
 # MPI is optional and never needed by the plain build: core/comm.c is a one-rank stub unless

@@ -9,6 +9,11 @@
  * fraction of the sgemm peak and the process's peak RSS. Measures; asserts nothing.
  * Each measurement is also printed as "RESULT {json}" for bench/run's table.
  *
+ * Each config runs in every precision (gemm_dnnl.h) of $DGA_BENCH_PRECISIONS (default
+ * "fp32 fp32-onednn bf16"): fp32's rows are the ones above; the others say their precision in
+ * their RESULT lines, and bf16's fraction is of the bf16 matmul peak (oneDNN, same shapes).
+ * bf16 runs only where oneDNN has a native bf16 matmul; elsewhere a line says it was skipped.
+ *
  * It also gives the share of a step spent inside sgemm (see gemm_share below) and so the
  * ceiling of the fraction of the sgemm peak: what a step would reach if every other kernel
  * took no time at all. A target above that ceiling cannot be met by faster elementwise code. */
@@ -25,6 +30,7 @@
 
 #include "bench_util.h"
 #include "adamw.h"
+#include "gemm_dnnl.h"
 #include "gpt.h"
 #include "pool.h"
 
@@ -151,13 +157,50 @@ static double sgemm_peak(int threads)
     return peak;
 }
 
+/* The best GFLOP/s of a oneDNN context of precision p over sgemm_peak's shapes (operand
+ * conversion included: a step converts its activations too). 0 if it cannot run here. */
+static double dnnl_peak(dga_precision p, int threads)
+{
+    static const struct { int m, n, k, tb; } shapes[] = {
+        {1024, 1024, 1024, 0}, {2048, 2048, 2048, 0}, {2048, 8192, 256, 1},
+        {2048, 1024, 256, 0}, {256, 1024, 2048, 0},
+    };
+    dga_dnnl *g = NULL;
+    if (dga_dnnl_create(p, &g) != DGA_OK) return 0;
+    double peak = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && peak >= 0; i++) {
+        int m = shapes[i].m, n = shapes[i].n, k = shapes[i].k, tb = shapes[i].tb;
+        float *a = calloc((size_t)m * k, sizeof *a), *b = calloc((size_t)k * n, sizeof *b);
+        float *c = calloc((size_t)m * n, sizeof *c);
+        double best = 1e30;
+        for (int r = 0; a && b && c && r <= 3; r++) {
+            double t0 = bench_now();
+            if (dga_dnnl_gemm(g, 0, tb, m, n, k, a, k, b, tb ? k : n, c, n, 0) != DGA_OK) {
+                best = 1e30;
+                peak = -1;
+                break;
+            }
+            double dt = bench_now() - t0;
+            if (r > 0 && dt < best) best = dt;
+        }
+        if (best < 1e30 && 2.0 * m * n * k / best / 1e9 > peak) peak = 2.0 * m * n * k / best / 1e9;
+        free(a), free(b), free(c);
+    }
+    dga_dnnl_free(g);
+    if (peak < 0) return 0;
+    printf("  %s matmul peak (oneDNN, same shapes): %.1f GFLOP/s\n", dga_precision_name(p), peak);
+    printf("RESULT {\"kind\":\"matmul_peak\",\"bench\":\"bench_train\",\"threads\":%d,"
+           "\"precision\":\"%s\",\"gflops\":%.1f}\n", threads, dga_precision_name(p), peak);
+    return peak;
+}
+
 typedef struct {
     const char *name;
     dga_gpt_config cfg;
     int B, warmup, steps;
 } bench_cfg;
 
-static int bench_config(const bench_cfg *bc, int threads, double peak)
+static int bench_config(const bench_cfg *bc, int threads, double peak, dga_precision prec)
 {
     const int B = bc->B, T = bc->cfg.n_ctx, V = bc->cfg.vocab_size;
     dga_model *m = NULL;
@@ -177,6 +220,17 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
     }
     if (dga_gpt_create(&bc->cfg, B, &m) != DGA_OK) {
         fprintf(stderr, "bench_train: %s\n", dga_last_error());
+        goto out;
+    }
+    /* Measured here, in the child: with DGA_DNNL_THREADS=omp a parent that had run an OpenMP
+     * team would leave its forked children hanging in libgomp (not fork-safe). */
+    if (prec != DGA_PREC_FP32 && (peak = dnnl_peak(prec, threads)) <= 0) {
+        fprintf(stderr, "bench_train: no %s matmul peak\n", dga_precision_name(prec));
+        goto out;
+    }
+    const char *note = NULL;
+    if (dga_gpt_set_precision(m, prec, &note) != DGA_OK || note) {
+        fprintf(stderr, "bench_train: %s\n", note ? note : dga_last_error());
         goto out;
     }
     dga_rng rng;
@@ -235,6 +289,24 @@ static int bench_config(const bench_cfg *bc, int threads, double peak)
                                : 0.5 * (times[bc->steps / 2 - 1] + times[bc->steps / 2]);
     double fpt = dga_gpt_flops_per_token(&bc->cfg, T);
     double tps = B * T / med, gf = fpt * tps / 1e9, rss = peak_rss_mib();
+    if (prec != DGA_PREC_FP32) {
+        const char *pn = dga_precision_name(prec);
+        printf("  [train] %-5s %s: step median %.1f ms (min %.1f, max %.1f) -> %.0f tok/s, "
+               "%.1f GFLOP/s, %.0f%% of the %s matmul peak %.1f, peak RSS %.0f MiB, loss "
+               "%.3f -> %.3f, CPU time/step %.1f ms\n", bc->name, pn, med * 1e3,
+               times[0] * 1e3, times[bc->steps - 1] * 1e3, tps, gf, 100 * gf / peak,
+               prec == DGA_PREC_BF16 ? "bf16" : "oneDNN f32", peak, rss, loss_first, loss,
+               cpu_med * 1e3);
+        printf("RESULT {\"kind\":\"train\",\"bench\":\"bench_train\",\"config\":\"%s\","
+               "\"precision\":\"%s\",\"threads\":%d,\"params\":%zu,"
+               "\"flops_per_token\":%.0f,\"step_s_median\":%.5f,\"tokens_per_s\":%.1f,"
+               "\"achieved_gflops\":%.2f,\"mfu_vs_peak\":%.3f,\"peak_gflops\":%.1f,"
+               "\"peak_rss_mib\":%.0f,\"cpu_s_median\":%.5f}\n", bc->name, pn, threads, n,
+               fpt, med, tps, gf, gf / peak, peak, rss, cpu_med);
+        fflush(stdout);
+        rc = 0;
+        goto out;
+    }
     printf("  [train] %-5s L=%d C=%d h=%d T=%d V=%d B=%d: %.2fM params, %.1f MFLOP/token, step "
            "median %.1f ms (min %.1f, max %.1f) -> %.0f tok/s, %.1f GFLOP/s, %.0f%% of sgemm "
            "peak, peak RSS %.0f MiB, loss %.3f -> %.3f, CPU time/step %.1f ms\n",
@@ -274,13 +346,14 @@ out:
 
 /* Peak RSS is a per-process high-water mark: each config runs in its own child so the number
  * it reports is its own, not that of the largest config measured before it. */
-static int bench_config_in_child(const bench_cfg *bc, int threads, double peak)
+static int bench_config_in_child(const bench_cfg *bc, int threads, double peak,
+                                 dga_precision prec)
 {
     fflush(stdout);
     pid_t pid = fork();
-    if (pid < 0) return bench_config(bc, threads, peak);
+    if (pid < 0) return bench_config(bc, threads, peak, prec);
     if (pid == 0) {
-        int rc = bench_config(bc, threads, peak);
+        int rc = bench_config(bc, threads, peak, prec);
         fflush(stdout);
         _exit(rc ? 1 : 0);
     }
@@ -298,6 +371,11 @@ int main(int argc, char **argv)
          8, 3, 10},
     };
     main_thread = pthread_self();
+    const char *precisions = getenv("DGA_BENCH_PRECISIONS");
+    if (!precisions || !*precisions) precisions = "fp32 fp32-onednn bf16";
+    char padded[256];
+    snprintf(padded, sizeof padded, " %s ", precisions);
+    printf("bench_train: oneDNN ISA %s; precisions %s\n", dga_dnnl_isa_name(), precisions);
     int threads[16], nthreads = bench_thread_list(argc, argv, threads, 16);
     int rc = 0;
     for (int i = 0; i < nthreads; i++) {
@@ -313,8 +391,18 @@ int main(int argc, char **argv)
                threads[i], openblas_get_num_threads(), openblas_get_corename(),
                env ? ", OPENBLAS_CORETYPE=" : "", env ? env : "");
         double peak = sgemm_peak(threads[i]);
+        if (strstr(padded, " bf16 ") && !dga_dnnl_bf16_native())
+            printf("  bf16 skipped: oneDNN has no native bf16 matmul on this CPU (ISA %s)\n",
+                   dga_dnnl_isa_name());
         for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
-            rc |= bench_config_in_child(&configs[c], threads[i], peak);
+            for (int p = 0; p < 3; p++) {
+                /* "fp32" is also inside "fp32-onednn": match whole words */
+                char word[32];
+                snprintf(word, sizeof word, " %s ", dga_precision_name((dga_precision)p));
+                if (!strstr(padded, word)) continue;
+                if (p == DGA_PREC_BF16 && !dga_dnnl_bf16_native()) continue;
+                rc |= bench_config_in_child(&configs[c], threads[i], peak, (dga_precision)p);
+            }
     }
     return rc;
 }

@@ -63,9 +63,13 @@ static int m_tostring(lua_State *L)
     if (!c)
         lua_pushfstring(L, "dga.model(%s, T=%d, V=%d; %s params)", dga_model_arch(m),
                         dga_model_context(m), dga_model_vocab(m), n);
-    else
+    else if (dga_gpt_precision(m) == DGA_PREC_FP32)
         lua_pushfstring(L, "dga.gpt(L=%d, C=%d, h=%d, T=%d, V=%d; %s params)", c->n_layer,
                         c->n_embd, c->n_head, c->n_ctx, c->vocab_size, n);
+    else
+        lua_pushfstring(L, "dga.gpt(L=%d, C=%d, h=%d, T=%d, V=%d; %s params; %s)", c->n_layer,
+                        c->n_embd, c->n_head, c->n_ctx, c->vocab_size, n,
+                        dga_precision_name(dga_gpt_precision(m)));
     return 1;
 }
 
@@ -129,7 +133,25 @@ static void to_pair(lua_State *L, dga_model *m, int idx, int max_b, token_batch 
 /* ------------------------------------------------------------------ construction */
 
 static const char *const gpt_keys[] = {"layers", "width", "heads", "context", "vocab",
-                                       "batch",  "seed",  NULL};
+                                       "batch",  "seed",  "precision", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp32-onednn", NULL};
+
+/* Sets the model's precision by name, saying once per process on stderr
+ * when a request falls back (bf16 on a CPU without a bf16 matmul): a config written on one
+ * machine still runs on another, and the line says why it runs fp32. */
+static int set_precision(lua_State *L, dga_model *m, const char *name)
+{
+    dga_precision p;
+    DGAL_CHECK(L, dga_precision_parse(name, &p));
+    const char *note = NULL;
+    DGAL_CHECK(L, dga_gpt_set_precision(m, p, &note));
+    static int said;
+    if (note && !said) {
+        said = 1;
+        fprintf(stderr, "dgalua: %s\n", note);
+    }
+    return 0;
+}
 
 static void init_model(dga_model *m, lua_Integer seed)
 {
@@ -139,7 +161,7 @@ static void init_model(dga_model *m, lua_Integer seed)
     dga_model_zero_grad(m);
 }
 
-/* dga.gpt{layers=, width=, heads=, context=, vocab=, batch=8, seed=0} */
+/* dga.gpt{layers=, width=, heads=, context=, vocab=, batch=8, seed=0, precision="fp32"} */
 static int l_gpt(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -152,6 +174,7 @@ static int l_gpt(lua_State *L)
     cfg.vocab_size = (int)dgal_need_int(L, 1, "vocab", 1, INT_MAX);
     int batch = (int)dgal_opt_int(L, 1, "batch", 8, 1, INT_MAX);
     lua_Integer seed = dgal_opt_int(L, 1, "seed", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+    const char *prec = dgal_opt_str(L, 1, "precision", "fp32", precisions);
     if (dga_gpt_config_check(&cfg) != DGA_OK) luaL_argerror(L, 1, dga_last_error());
 
     dgal_box *b = dgal_box_new(L, DGAL_MODEL, 0);
@@ -159,6 +182,7 @@ static int l_gpt(lua_State *L)
     DGAL_CHECK(L, dga_gpt_create(&cfg, batch, &m));
     b->p = m;
     init_model(m, seed);
+    set_precision(L, m, prec);
     return 1;
 }
 
@@ -199,6 +223,27 @@ static int m_config(lua_State *L)
         lua_setfield(L, -2, "batch");
     }
     return 1;
+}
+
+/* m:precision() -> the precision the products run in, and the reason when that is not the
+ * one asked for (nil otherwise). */
+static int m_precision(lua_State *L)
+{
+    dga_model *m = dgal_check_model(L, 1);
+    lua_pushstring(L, dga_precision_name(dga_gpt_precision(m)));
+    return 1;
+}
+
+/* m:set_precision(name): as dga.gpt's precision option (for a model from a checkpoint). */
+static int m_set_precision(lua_State *L)
+{
+    dga_model *m = dgal_check_model(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    luaL_argcheck(L, dga_gpt_get_config(m), 1, "precision: not a GPT model");
+    dga_precision p;
+    if (dga_precision_parse(name, &p) != DGA_OK) luaL_argerror(L, 2, dga_last_error());
+    set_precision(L, m, name);
+    return 0;
 }
 
 static int m_num_params(lua_State *L)
@@ -571,6 +616,8 @@ void dgal_open_model(lua_State *L)
     static const luaL_Reg methods[] = {
         {"config", m_config},
         {"num_params", m_num_params},
+        {"precision", m_precision},
+        {"set_precision", m_set_precision},
         {"forward", m_forward},
         {"backward", m_backward},
         {"seq_losses", m_seq_losses},

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_dnnl.h"
 #include "ops.h"
 
 /* A block's parameters by name. One per layer for each buffer in the parameter layout: the
@@ -120,6 +121,11 @@ typedef struct {
     /* tangent arena (jvp), allocated by the first jvp, then reused */
     float *tarena;
     float *tx, *tln, *tqkv, *tatty, *tfch, *tmean, *trstd, *tatt, *tgather, *tlogits;
+
+    /* precision of the linear layers' and the head's products (gemm_dnnl.h); mm is NULL for
+     * fp32 (OpenBLAS) */
+    dga_precision prec;
+    dga_dnnl *mm;
 } gpt;
 
 static const dga_model_vtable gpt_vtable;
@@ -293,6 +299,7 @@ static void gpt_destroy(dga_model *base)
     free(m->iarena);
     free(m->tarena);
     free(m->inputs);
+    dga_dnnl_free(m->mm);
     free(m);
 }
 
@@ -356,6 +363,38 @@ const dga_gpt_config *dga_gpt_get_config(const dga_model *m)
     return m && m->vt == &gpt_vtable ? &((const gpt *)m)->cfg : NULL;
 }
 
+dga_status dga_gpt_set_precision(dga_model *base, dga_precision p, const char **note)
+{
+    if (note) *note = NULL;
+    if (!dga_gpt_get_config(base))
+        return dga_fail(DGA_ERR_INVALID, "precision: not a GPT model");
+    if (p != DGA_PREC_FP32 && p != DGA_PREC_BF16 && p != DGA_PREC_FP32_ONEDNN)
+        return dga_fail(DGA_ERR_INVALID, "precision: unknown value %d", (int)p);
+    gpt *m = (gpt *)base;
+    dga_precision eff = dga_dnnl_effective(p, note);
+    if (eff == m->prec) return DGA_OK;
+    dga_dnnl *mm = NULL;
+    if (eff != DGA_PREC_FP32) {
+        dga_status st = dga_dnnl_create(eff, &mm);
+        if (st == DGA_OK) st = dga_dnnl_mirror(mm, base->params, base->num_params);
+        if (st != DGA_OK) {
+            dga_dnnl_free(mm);
+            return st;
+        }
+        /* a backward right after this (the forward ran in the old precision) reads the copy */
+        dga_dnnl_mirror_refresh(mm, 0, base->num_params);
+    }
+    dga_dnnl_free(m->mm);
+    m->mm = mm;
+    m->prec = eff;
+    return DGA_OK;
+}
+
+dga_precision dga_gpt_precision(const dga_model *m)
+{
+    return dga_gpt_get_config(m) ? ((const gpt *)m)->prec : DGA_PREC_FP32;
+}
+
 static void gpt_init_weights(dga_model *base, dga_rng *rng)
 {
     gpt *m = (gpt *)base;
@@ -394,15 +433,15 @@ static void block_forward(const gpt *m, const gpt_layer *w, gpt_acts *a, const f
     const int C = m->cfg.n_embd, NH = m->cfg.n_head;
     const size_t N = (size_t)B * T;
     dga_op_layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N, C);
-    dga_op_linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, C, 3 * C);
+    dga_op_linear_fwd_mm(m->mm, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, C, 3 * C);
     dga_op_attention_fwd(a->atty, a->att, a->keep_att ? (size_t)T * T : 0, a->qkv, B, T, C,
                          NH);
-    dga_op_linear_fwd(a->res2, a->atty, w->attproj_w, w->attproj_b, N, C, C);
+    dga_op_linear_fwd_mm(m->mm, a->res2, a->atty, w->attproj_w, w->attproj_b, N, C, C);
     dga_op_residual_fwd(a->res2, a->res2, x, N * C);
     dga_op_layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2_w, w->ln2_b, N, C);
-    dga_op_linear_fwd(a->fch, a->ln2, w->fc_w, w->fc_b, N, C, 4 * C);
+    dga_op_linear_fwd_mm(m->mm, a->fch, a->ln2, w->fc_w, w->fc_b, N, C, 4 * C);
     dga_op_gelu_fwd(a->fchg, a->fch, N * 4 * C);
-    dga_op_linear_fwd(a->res3, a->fchg, w->fcproj_w, w->fcproj_b, N, 4 * C, C);
+    dga_op_linear_fwd_mm(m->mm, a->res3, a->fchg, w->fcproj_w, w->fcproj_b, N, 4 * C, C);
     dga_op_residual_fwd(a->res3, a->res3, a->res2, N * C);
 }
 
@@ -412,17 +451,19 @@ static void block_backward(gpt *m, const gpt_layer *w, gpt_layer *g, const gpt_a
 {
     const int C = m->cfg.n_embd, NH = m->cfg.n_head;
     const size_t N = (size_t)B * T;
-    dga_op_linear_bwd(m->dbig, g->fcproj_w, g->fcproj_b, m->dres, a->fchg, w->fcproj_w, N,
-                      4 * C, C);
+    dga_op_linear_bwd_mm(m->mm, m->dbig, g->fcproj_w, g->fcproj_b, m->dres, a->fchg,
+                         w->fcproj_w, N, 4 * C, C);
     dga_op_gelu_bwd(m->dbig, a->fch, m->dbig, N * 4 * C);
-    dga_op_linear_bwd(m->dtmp, g->fc_w, g->fc_b, m->dbig, a->ln2, w->fc_w, N, C, 4 * C);
+    dga_op_linear_bwd_mm(m->mm, m->dtmp, g->fc_w, g->fc_b, m->dbig, a->ln2, w->fc_w, N, C,
+                         4 * C);
     dga_op_layernorm_bwd(m->dres, g->ln2_w, g->ln2_b, m->dtmp, a->res2, w->ln2_w, a->ln2_mean,
                          a->ln2_rstd, N, C);
     /* dres is d res2 here */
-    dga_op_linear_bwd(m->dtmp, g->attproj_w, g->attproj_b, m->dres, a->atty, w->attproj_w, N, C,
-                      C);
+    dga_op_linear_bwd_mm(m->mm, m->dtmp, g->attproj_w, g->attproj_b, m->dres, a->atty,
+                         w->attproj_w, N, C, C);
     dga_op_attention_bwd(m->dbig, m->datt, m->dtmp, a->qkv, a->att, B, T, C, NH);
-    dga_op_linear_bwd(m->dtmp, g->qkv_w, g->qkv_b, m->dbig, a->ln1, w->qkv_w, N, C, 3 * C);
+    dga_op_linear_bwd_mm(m->mm, m->dtmp, g->qkv_w, g->qkv_b, m->dbig, a->ln1, w->qkv_w, N, C,
+                         3 * C);
     dga_op_layernorm_bwd(m->dres, g->ln1_w, g->ln1_b, m->dtmp, x, w->ln1_w, a->ln1_mean,
                          a->ln1_rstd, N, C);
 }
@@ -465,6 +506,12 @@ static void block_jvp(gpt *m, const gpt_layer *w, const gpt_layer *u, int B, int
 
 /* ---------------------------------------------------------------- the trunk */
 
+/* The first failure of a oneDNN product since the last call (the kernels are void). */
+static dga_status products_status(gpt *m)
+{
+    return m->mm ? dga_dnnl_take_status(m->mm) : DGA_OK;
+}
+
 /* Embedding, blocks and final layernorm, shared by training (activations kept per layer) and
  * inference (one block's buffers reused). Returns the final layernorm's output [B*T, C]. */
 static const float *trunk_forward(gpt *m, const int32_t *inputs, int B, int T, int train)
@@ -472,6 +519,8 @@ static const float *trunk_forward(gpt *m, const int32_t *inputs, int B, int T, i
     const int C = m->cfg.n_embd;
     float *x0 = train ? m->x0 : m->infer.res3;
     gpt_final *f = train ? &m->lnf : &m->ilnf;
+    /* the bf16 copy of the weights, once per forward; backward reads the same copy */
+    if (m->mm) dga_dnnl_mirror_refresh(m->mm, 0, m->base.num_params);
     dga_op_embed_fwd(x0, inputs, m->w.wte, m->w.wpe, B, T, C);
     const float *x = x0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
@@ -491,7 +540,7 @@ static dga_status gpt_forward(dga_model *base, const int32_t *inputs, const int3
     const size_t N = (size_t)B * T;
     memcpy(m->inputs, inputs, N * sizeof *inputs);
     const float *h = trunk_forward(m, inputs, B, T, 1);
-    dga_op_lmhead_fwd(m->logits, h, m->w.wte, N, m->cfg.n_embd, V);
+    dga_op_lmhead_fwd_mm(m->mm, m->logits, h, m->w.wte, N, m->cfg.n_embd, V);
     /* The loss is a mean over valid targets, so its gradient w.r.t. the logits is known
      * now: the fused kernel leaves dlogits in place of the logits. */
     float dscale = n_valid > 0 ? 1.0f / (float)n_valid : 0.0f;
@@ -508,7 +557,7 @@ static dga_status gpt_forward(dga_model *base, const int32_t *inputs, const int3
         base->seq_loss[b] = n > 0 ? (float)(s / n) : 0.0f;
     }
     m->fwd_T = T;
-    return DGA_OK;
+    return products_status(m);
 }
 
 /* Tells the caller of backward that tensors first .. first + count - 1 (adjacent in the
@@ -526,7 +575,7 @@ static dga_status gpt_backward(dga_model *base)
     const int C = m->cfg.n_embd, V = m->cfg.vocab_size;
     const size_t N = (size_t)B * T;
     const float *x_last = L > 0 ? m->acts[L - 1].res3 : m->x0;
-    dga_op_lmhead_bwd(m->dtmp, m->g.wte, m->logits, m->lnf.out, m->w.wte, N, C, V);
+    dga_op_lmhead_bwd_mm(m->mm, m->dtmp, m->g.wte, m->logits, m->lnf.out, m->w.wte, N, C, V);
     memset(m->dres, 0, N * C * sizeof(float));
     dga_op_layernorm_bwd(m->dres, m->g.lnf_w, m->g.lnf_b, m->dtmp, x_last, m->w.lnf_w,
                          m->lnf.mean, m->lnf.rstd, N, C);
@@ -540,7 +589,7 @@ static dga_status gpt_backward(dga_model *base)
     }
     dga_op_embed_bwd(m->g.wte, m->g.wpe, m->dres, m->inputs, B, T, C);
     announce_tensors(m, 0, N_HEAD);
-    return DGA_OK;
+    return products_status(m);
 }
 
 /* ---------------------------------------------------------------- inference */
@@ -552,7 +601,7 @@ static dga_status gpt_hidden_sum(dga_model *base, const int32_t *tokens, int n, 
     const float *h = trunk_forward(m, tokens, 1, n, 0);
     for (int t = 0; t < n; t++)
         for (int c = 0; c < C; c++) out[c] += h[(size_t)t * C + c];
-    return DGA_OK;
+    return products_status(m);
 }
 
 /* The next chunk of positions that have a target, scanning from *cursor: at most irows of
@@ -590,7 +639,7 @@ static dga_status gpt_eval(dga_model *base, const int32_t *inputs, const int32_t
     size_t row[256];
     size_t i = 0;
     for (int k; (k = gather_target_rows(m, targets, N, &i, NULL, row)) > 0;) {
-        dga_op_lmhead_fwd(m->ilogits, m->igather, m->w.wte, (size_t)k, C, V);
+        dga_op_lmhead_fwd_mm(m->mm, m->ilogits, m->igather, m->w.wte, (size_t)k, C, V);
         for (int r = 0; r < k; r++) {
             double nll = dga_op_xent_row(m->ilogits + (size_t)r * V, V, targets[row[r]]);
             size_t b = row[r] / T;
@@ -598,7 +647,7 @@ static dga_status gpt_eval(dga_model *base, const int32_t *inputs, const int32_t
             if (seq_count) seq_count[b]++;
         }
     }
-    return DGA_OK;
+    return products_status(m);
 }
 
 static dga_status gpt_next_logits(dga_model *base, const int32_t *tokens, int n, float *logits)
@@ -606,8 +655,9 @@ static dga_status gpt_next_logits(dga_model *base, const int32_t *tokens, int n,
     gpt *m = (gpt *)base;
     const int C = m->cfg.n_embd;
     const float *h = trunk_forward(m, tokens, 1, n, 0);
-    dga_op_lmhead_fwd(logits, h + (size_t)(n - 1) * C, m->w.wte, 1, C, m->cfg.vocab_size);
-    return DGA_OK;
+    dga_op_lmhead_fwd_mm(m->mm, logits, h + (size_t)(n - 1) * C, m->w.wte, 1, C,
+                         m->cfg.vocab_size);
+    return products_status(m);
 }
 
 /* ---------------------------------------------------------------- forward mode */

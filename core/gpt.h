@@ -10,6 +10,7 @@
 #ifndef DGA_GPT_H
 #define DGA_GPT_H
 
+#include "gemm_dnnl.h"
 #include "model.h"
 
 typedef struct {
@@ -30,6 +31,14 @@ dga_status dga_gpt_create(const dga_gpt_config *cfg, int max_batch, dga_model **
 
 /* The config of a GPT, or NULL if m is another architecture. */
 const dga_gpt_config *dga_gpt_get_config(const dga_model *m);
+
+/* Sets the precision of the linear layers' and the LM head's products (gemm_dnnl.h; a new
+ * model is fp32). Where the request cannot run (bf16 without a bf16 matmul here) the model
+ * runs fp32 and *note (may be NULL) gets the one-line reason, else NULL. Attention's
+ * products and the forward-mode pass (dga_model_jvp) stay fp32 in every precision. */
+dga_status    dga_gpt_set_precision(dga_model *m, dga_precision p, const char **note);
+/* The precision the model runs (after any fallback). */
+dga_precision dga_gpt_precision(const dga_model *m);
 
 /* GPT-2 initialisation (dga_model_init_weights): N(0, 0.02) for matrices and embeddings,
  * N(0, 0.02/sqrt(2L)) for the residual projections (attn.c_proj, mlp.c_proj), zeros for

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gemm_dnnl.h"
 #include "pool.h"
 
 #define LN_EPS 1e-5f
@@ -440,11 +441,23 @@ static void col_sums_task(void *p, int t, int nt)
     col_sums(a->out, a->vec, a->N, a->OC, lo, hi);
 }
 
-void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
-                       size_t N, int IC, int OC)
+/* C = op(A) op(B) (+ C if acc), through OpenBLAS without a oneDNN context (the fp32
+ * precision: exactly the cblas_sgemm calls of before), through oneDNN with one. */
+static void product(dga_dnnl *mm, int ta, int tb, int M, int N, int K, const float *A,
+                    int lda, const float *B, int ldb, int acc, float *C, int ldc)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, w,
-                OC, 0.0f, out, OC);
+    if (mm) {
+        dga_dnnl_gemm(mm, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, acc);   /* status kept */
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, 1.0f, A, lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
+}
+
+void dga_op_linear_fwd_mm(dga_dnnl *mm, float *out, const float *inp, const float *w,
+                          const float *bias, size_t N, int IC, int OC)
+{
+    product(mm, 0, 0, (int)N, OC, IC, inp, IC, w, OC, 0, out, OC);
     if (!bias) return;
     if (!threaded(N * (size_t)OC)) {
         add_bias_rows(out, bias, 0, N, OC);
@@ -454,14 +467,17 @@ void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float
     dga_pool_run(add_bias_task, &a);
 }
 
-void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
-                       const float *inp, const float *w, size_t N, int IC, int OC)
+void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
+                       size_t N, int IC, int OC)
 {
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, IC, OC, 1.0f, dout, OC,
-                    w, OC, 0.0f, dinp, IC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, (int)N, 1.0f, inp, IC, dout,
-                OC, 1.0f, dw, OC);
+    dga_op_linear_fwd_mm(NULL, out, inp, w, bias, N, IC, OC);
+}
+
+void dga_op_linear_bwd_mm(dga_dnnl *mm, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, size_t N, int IC, int OC)
+{
+    if (dinp) product(mm, 0, 1, (int)N, IC, OC, dout, OC, w, OC, 0, dinp, IC);
+    product(mm, 1, 0, IC, OC, (int)N, inp, IC, dout, OC, 1, dw, OC);
     if (!db) return;
     if (!threaded(N * (size_t)OC)) {
         col_sums(db, dout, N, OC, 0, (size_t)OC);
@@ -469,6 +485,12 @@ void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
     }
     bias_args a = {.out = db, .vec = dout, .N = N, .OC = OC};
     dga_pool_run(col_sums_task, &a);
+}
+
+void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
+                       const float *inp, const float *w, size_t N, int IC, int OC)
+{
+    dga_op_linear_bwd_mm(NULL, dinp, dw, db, dout, inp, w, N, IC, OC);
 }
 
 void dga_op_linear_jvp(float *tout, const float *inp, const float *tinp, const float *w,
@@ -486,20 +508,29 @@ void dga_op_linear_jvp(float *tout, const float *inp, const float *tinp, const f
     }
 }
 
+void dga_op_lmhead_fwd_mm(dga_dnnl *mm, float *logits, const float *inp, const float *wte,
+                          size_t N, int C, int V)
+{
+    product(mm, 0, 1, (int)N, V, C, inp, C, wte, C, 0, logits, V);
+}
+
 void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t N, int C,
                        int V)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1.0f, inp, C, wte, C,
-                0.0f, logits, V);
+    dga_op_lmhead_fwd_mm(NULL, logits, inp, wte, N, C, V);
+}
+
+void dga_op_lmhead_bwd_mm(dga_dnnl *mm, float *dinp, float *dwte, const float *dlogits,
+                          const float *inp, const float *wte, size_t N, int C, int V)
+{
+    product(mm, 0, 0, (int)N, C, V, dlogits, V, wte, C, 0, dinp, C);
+    product(mm, 1, 0, V, C, (int)N, dlogits, V, inp, C, 1, dwte, C);
 }
 
 void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const float *inp,
                        const float *wte, size_t N, int C, int V)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, C, V, 1.0f, dlogits, V,
-                wte, C, 0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)N, 1.0f, dlogits, V, inp,
-                C, 1.0f, dwte, C);
+    dga_op_lmhead_bwd_mm(NULL, dinp, dwte, dlogits, inp, wte, N, C, V);
 }
 
 void dga_op_lmhead_jvp(float *tlogits, const float *inp, const float *tinp, const float *wte,

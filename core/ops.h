@@ -1,7 +1,8 @@
 /* Fused forward/backward kernels of the GPT-2 layers, on flat float buffers.
  *
  * Conventions (llm.c's): N = B*T rows, row-major activations [N, C]; linear weights are
- * stored [in, out] (Hugging Face Conv1D); every matmul goes through cblas_sgemm.
+ * stored [in, out] (Hugging Face Conv1D); every matmul goes through cblas_sgemm, or, for
+ * the linear layers and the head of a model in another precision, oneDNN (the _mm variants).
  * Backward kernels ACCUMULATE into parameter gradients (dw, db) so a step can sum several
  * batches; for activation gradients each function says whether it overwrites or accumulates.
  * No kernel allocates memory, checks arguments or fails: callers (gpt.c) validate first.
@@ -16,6 +17,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gemm_dnnl.h"
 
 /* exp(x) for float, vectorisable (Cody-Waite range reduction + degree-7 polynomial, relative
  * error < 5e-7 on [-87, 88]; clamps its argument to that interval, so it never returns 0 or
@@ -57,6 +60,14 @@ void dga_op_linear_fwd(float *out, const float *inp, const float *w, const float
 void dga_op_linear_bwd(float *dinp, float *dw, float *db, const float *dout,
                        const float *inp, const float *w, size_t N, int IC, int OC);
 
+/* The same with the products in a oneDNN context's precision (gemm_dnnl.h); mm NULL is
+ * OpenBLAS, exactly the functions above. A product's failure is kept in mm (taken by
+ * dga_dnnl_take_status), so these stay void like every kernel. */
+void dga_op_linear_fwd_mm(dga_dnnl *mm, float *out, const float *inp, const float *w,
+                          const float *bias, size_t N, int IC, int OC);
+void dga_op_linear_bwd_mm(dga_dnnl *mm, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, size_t N, int IC, int OC);
+
 /* tout [N,OC] = tinp [N,IC] @ w + inp @ tw [IC,OC] + tbias [OC]: two sgemms.
  * tinp NULL: the input is constant (term skipped); tbias NULL: no bias tangent. */
 void dga_op_linear_jvp(float *tout, const float *inp, const float *tinp, const float *w,
@@ -68,6 +79,11 @@ void dga_op_lmhead_fwd(float *logits, const float *inp, const float *wte, size_t
 /* dinp [N,C] = dlogits @ wte (OVERWRITTEN); dwte += dlogits^T @ inp. */
 void dga_op_lmhead_bwd(float *dinp, float *dwte, const float *dlogits, const float *inp,
                        const float *wte, size_t N, int C, int V);
+
+void dga_op_lmhead_fwd_mm(dga_dnnl *mm, float *logits, const float *inp, const float *wte,
+                          size_t N, int C, int V);
+void dga_op_lmhead_bwd_mm(dga_dnnl *mm, float *dinp, float *dwte, const float *dlogits,
+                          const float *inp, const float *wte, size_t N, int C, int V);
 
 /* tlogits [N,V] = tinp [N,C] @ wte^T + inp @ twte^T (wte, twte [V,C]). */
 void dga_op_lmhead_jvp(float *tlogits, const float *inp, const float *tinp, const float *wte,

@@ -3,6 +3,7 @@
 --   dgalua scripts/train.lua --data SHARD.bin --layers 2 --width 128 --heads 4 --context 128 \
 --       --vocab 4096 --batch 16 --steps 1000 --lr 1e-3 --warmup 100 --seed 1 --save ckpt/ \
 --       [--tokenizer tok.json] [--val VAL.bin --val-every 100] [--checkpoint-every 200] [--resume]
+--       [--precision fp32|bf16|fp32-onednn]
 --
 -- Each step draws `batch` windows of context+1 tokens at random (a dga.rng seeded from
 -- --seed, separate from the weight-init generator), runs forward / backward / gradient
@@ -56,6 +57,9 @@ parser:option("--val-windows", "Windows of the validation shard evaluated (0: al
 parser:option("--log", "Write step,loss,grad_norm,lr[,val_loss] (CSV, %.9g) here.")
 parser:option("--every", "Print the progress line every N steps.", "1"):convert(args.int(1))
 parser:option("--threads", "OpenBLAS threads."):convert(args.int(1))
+parser:option("--precision", "Matrix products: fp32 (OpenBLAS), bf16 (bf16 inputs, fp32 accumulation, where "
+              .. "oneDNN has a native bf16 matmul; else fp32, said on stderr) or fp32-onednn.", "fp32")
+      :choices{"fp32", "bf16", "fp32-onednn"}
 parser:flag("--quiet", "No progress lines.")
 local opt = parser:parse()
 
@@ -107,7 +111,8 @@ if tokens:numel() < T + 1 then
 end
 
 local model = dga.gpt{layers = opt.layers, width = opt.width, heads = opt.heads,
-                      context = T, vocab = vocab, batch = opt.batch, seed = opt.seed}
+                      context = T, vocab = vocab, batch = opt.batch, seed = opt.seed,
+                      precision = opt.precision}
 local optim = dga.adamw(model, {lr = opt.lr, weight_decay = opt.weight_decay, decay = opt.decay})
 local lr_at = schedule.make{kind = opt.schedule, lr = opt.lr, warmup = opt.warmup,
                             total = opt.steps, min_lr = opt.min_lr or opt.lr * 0.1}

@@ -42,8 +42,11 @@ M.groups = {
          example = "local r = dga.rng(42)"},
     }},
     {title = "Model and optimizer", functions = {
-        {"gpt", args = "{layers, width, heads, context, vocab, batch = 8, seed = 0}", returns = "dga.gpt",
-         doc = "A GPT-2 decoder with freshly initialised weights; batch is the largest batch forward/backward take.",
+        {"gpt", args = "{layers, width, heads, context, vocab, batch = 8, seed = 0, precision = \"fp32\"}",
+         returns = "dga.gpt",
+         doc = "A GPT-2 decoder with freshly initialised weights; batch is the largest batch forward/backward take. "
+             .. "precision: the linear layers' and head's products in fp32 (OpenBLAS), bf16 (bf16 inputs, fp32 "
+             .. "accumulation; where oneDNN has no native bf16 matmul it runs fp32 and says so on stderr) or fp32-onednn.",
          example = "local m = dga.gpt{layers = 2, width = 64, heads = 4, context = 32, vocab = 256}"},
         {"adamw", args = "(model [, {lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1, decay = \"matrices\"}])",
          returns = "dga.adamw",
