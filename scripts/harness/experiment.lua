@@ -188,6 +188,8 @@ function M.add_common_options(p, defaults)
     p:option("--threads", "OpenBLAS threads."):convert(args.int(1))
     p:flag("--resume", "Continue runs that have a checkpoint in --out instead of restarting them.")
     p:flag("--no-plot", "Do not draw figures.")
+    p:option("--precision", "The model's matrix products: fp32 (OpenBLAS, the default), bf16 (oneDNN where the "
+             .. "CPU has bf16; elsewhere fp32, said once) or fp32-onednn.", "fp32"):choices{"fp32", "bf16", "fp32-onednn"}
     p:option("--align-method", "How DGA's alignments are computed: exact (one backward per domain, "
              .. "the paper's), fd (central differences along the target gradient) or jvp "
              .. "(forward-mode derivative along it).", "exact"):choices{"exact", "fd", "jvp"}
@@ -202,7 +204,7 @@ function M.run_config(a, preset, steps, name, extra)
         name = name, run_dir = a.out .. "/" .. name, seed = a.seed or 1,
         steps = steps, batch = preset.batch, T_r = preset.T_r, eval_every = preset.eval_every,
         checkpoint_every = preset.eval_every * 2, align_batch = preset.align_batch,
-        model = {layers = preset.layers, width = preset.width, heads = preset.heads},
+        model = {layers = preset.layers, width = preset.width, heads = preset.heads, precision = a.precision},
         optimizer = {lr = preset.lr, weight_decay = 0.1, clip = 1.0},
         schedule = {kind = "cosine", warmup = math.max(1, steps // 20), min_lr = preset.lr / 10},
         align = {normalize = "none", method = a.align_method},

@@ -63,10 +63,13 @@ function M.new(cfg, opts)
     mc.context = self.src.seq_len - 1
     mc.vocab = mc.vocab or self.src.vocab
     self.align_batch = cfg.align_batch or cfg.batch
-    self.model = dga.gpt{layers = mc.layers, width = mc.width, heads = mc.heads,
+    self.model = dga.gpt{layers = mc.layers, width = mc.width, heads = mc.heads, precision = mc.precision,
                          context = mc.context, vocab = mc.vocab,
                          batch = math.max(cfg.batch, self.align_batch, cfg.eval_batch),
                          seed = cfg.seed}
+    -- the run records the precision that runs (bf16 falls back to fp32 where the CPU has no
+    -- bf16 matmul, and says so): a resume then runs what the run ran
+    if self.model.precision then mc.precision = self.model:precision() end
     local oc = cfg.optimizer
     self.opt = dga.adamw(self.model, {lr = oc.lr, beta1 = oc.beta1, beta2 = oc.beta2,
                                       eps = oc.eps, weight_decay = oc.weight_decay,

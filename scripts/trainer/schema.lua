@@ -84,6 +84,9 @@ entry("model.width", "int", 64, "embedding width (a multiple of heads)", {min = 
 entry("model.heads", "int", 4, "attention heads", {min = 1})
 entry("model.vocab", "int", nil, "vocabulary size (default: the data's)", {min = 1})
 entry("model.context", "int", nil, "the data's sequence length minus 1", {derived = true})
+entry("model.precision", "string", "fp32", "the matrix products: fp32 (OpenBLAS), bf16 (oneDNN, bf16 inputs and fp32 "
+      .. "accumulation, where the CPU has it; else fp32, said once) or fp32-onednn",
+      {choices = {"fp32", "bf16", "fp32-onednn"}})
 entry("optimizer", "table", nil, "AdamW")
 entry("optimizer.lr", "number", 1e-3, "peak learning rate", {above = 0})
 entry("optimizer.weight_decay", "number", 0.1, "decoupled weight decay", {min = 0})

@@ -26,7 +26,7 @@ local VALUE = {
     budget = 20, budget_tokens = 320, epoch_cap = 50, ["model.vocab"] = 40, ["model.width"] = 24,
     ["model.heads"] = 8, ["optimizer.decay"] = "all", ["schedule.kind"] = "linear",
     ["schedule.total"] = 12, ["schedule.warmup"] = 1, ["schedule.min_lr"] = 1e-4,
-    ["align.method"] = "jvp", ["align.normalize"] = "none", ["policy.name"] = "natural",
+    ["align.method"] = "jvp", ["model.precision"] = "fp32-onednn", ["align.normalize"] = "none", ["policy.name"] = "natural",
     name = "renamed", seed = 11,
 }
 local NEEDS = {
@@ -55,6 +55,7 @@ end
 -- The value the running trainer used, from the objects it built where one shows it.
 local function used(key, run)
     local leaf = key:match("^model%.(.+)$")
+    if leaf == "precision" then return run.model:precision() end
     if leaf and leaf ~= "vocab" then return run.model:config()[leaf] end
     if leaf == "vocab" then return run.model:config().vocab end
     leaf = key:match("^optimizer%.(.+)$")
@@ -174,4 +175,15 @@ describe("config schema", function()
         assert.are.equal("fixed", used_opts.eta_mode)
         for k, v in pairs(used_opts) do assert.are.same(v, rec[k], k) end
     end)
+
+    it("records the precision that ran: bf16 where the CPU has it, else the fp32 it fell back to", function()
+        local dir = tmpdir("schema_bf16") .. "/run"
+        local cfg = fixture.config(dir, {steps = 3, T_r = 3, eval_every = 3, checkpoint_every = 0})
+        overrides.apply(cfg, {"model.precision=bf16"})
+        local ran
+        trainer.run(cfg, {quiet = true, hooks = {after_step = function(_, run) ran = ran or run.model:precision() end}})
+        assert.is_truthy(ran == "bf16" or ran == "fp32", ran)
+        assert.are.equal(ran, trainer.load_run_config(dir).model.precision)
+    end)
 end)
+
