@@ -52,7 +52,8 @@ local function options(p)
     p:option("--scales", "Tokens per run, as multiples of the base run (comma separated; 1 = base only).")
     p:option("--key-seeds", "Seeds of the cells whose claims hinge on small differences (natural, DGA, "
              .. "DGA + EMA with the fixed eta); default: --seeds."):convert(require("harness.sweep").parse_seeds)
-    p:flag("--no-zoo", "Leave out ODM, DoGE and DoReMi.")
+    p:flag("--no-zoo", "Leave out ODM, DoGE and DoReMi (the full preset runs them).")
+    p:flag("--zoo", "Run ODM, DoGE and DoReMi with --quick too.")
     p:option("--k", "Domains (k-means clusters) of the generic pool.", "64"):convert(args.int(1))
     p:option("--eta", "Fixed DGA step size.", tostring(ETA)):convert(tonumber)
     p:option("--calibrate", "Instead of the policies: DGA (beta = 1) with each of these fixed step sizes "
@@ -70,15 +71,16 @@ end
 -- the tokens per run, at fixed capacity.
 local function preset(a)
     local p = a.quick and {
-        max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 320, batch = 16, T_r = 7,
+        max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 240, batch = 16, T_r = 6,
         eval_every = 20, layers = 2, width = 64, heads = 4, align_batch = 2, lr = 3e-3,
         spec_train = 48, spec_heldout = 32, gen_heldout = 8, targets = "us_legislation",
-        regimes = "3,0", scales = "1",
+        regimes = "3,0", scales = "1", zoo = false,
     } or {
         max_mb = nil, seq_len = 65, vocab = 4096, steps = 600, batch = 16, T_r = 14,
         eval_every = 30, layers = 2, width = 96, heads = 4, align_batch = 2, lr = 3e-3,
         spec_train = 128, spec_heldout = 64, gen_heldout = 12,
         targets = "us_legislation,pubmed_bmc_fulltext,code_python", regimes = "3,10,0", scales = "1,4,16",
+        zoo = true,
     }
     p.target_list = {}
     for t in (a.targets or p.targets):gmatch("[^,]+") do p.target_list[#p.target_list + 1] = t end
@@ -190,7 +192,7 @@ local function cells(x)
         end
     end
     local first = p.target_list[1]
-    if not chosen and not a.no_zoo then
+    if not chosen and not a.no_zoo and (p.zoo or a.zoo) then
         for _, E in ipairs(side_regimes(p.regime_list)) do
             for _, name in ipairs{"odm", "doge", "doremi"} do add(first, E, 1, {name = name, label = name}) end
         end

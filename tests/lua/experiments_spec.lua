@@ -243,9 +243,13 @@ describe("experiments --quick", function()
     end
 
     it("lowdata", function()
-        local _, stdout = run("lowdata", 7)
+        -- a budget (b3) and no limit (binf): natural, IS, DGA, DGA + EMA (fixed, adaptive), and
+        -- uniform only without a limit, where it differs from natural
+        local out, stdout = run("lowdata", 11)
         h.contains(stdout, "| natural | 1 |")
         h.contains(stdout, "dga_ema_fixed")
+        assert.is_truthy(h.read(out .. "/us_legislation/binf/uniform/seed-1/summary.json"))
+        assert.is_nil(io.open(out .. "/us_legislation/b3/uniform/seed-1/summary.json"))
     end)
 
     it("recover", function()
