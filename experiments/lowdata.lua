@@ -265,7 +265,7 @@ return require("harness.descriptor").define({
     name = "lowdata", order = 1, out = "runs/lowdata",
     title = "Section 3.1: few tokens per domain, three regimes, the zoo, three scales (lowdata.lua)",
     about = "Online data mixing with limited tokens per domain (paper section 3.1).",
-    study = {args = {"--key-seeds", "1-5"}}, key_ignore = {["--key-seeds"] = "value"},
+    study = {args = {"--key-seeds", "1-5"}, quick_args = {}}, key_ignore = {["--key-seeds"] = "value"},
     options = options, preset = preset, setup = setup, cells = cells, run_cell = run_cell,
     title_of = function(x) return "lowdata: k = " .. x.a.k .. ", " .. x.steps .. " steps at scale 1" end,
     cell_names = "<target>[/x<s>]/b<E>/<policy>: the specific set is the corpus domain <target>; x<s>: s times "

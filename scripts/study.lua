@@ -5,8 +5,9 @@
 --
 -- Runs every experiment descriptor under experiments/ (harness/descriptor.lua) that takes part
 -- in the study, in their `order`, each into <out>/<experiment>, with the same --seeds,
--- --data-seed, --jobs and --threads and the descriptor's own study.args (quickstart: --quick);
--- --quick passes through. A new experiment file joins the study with no edit here. An
+-- --data-seed, --jobs and --threads and the descriptor's own study.args (quickstart: --quick;
+-- under --quick its study.quick_args when it has them); --quick passes through, and runs one
+-- seed unless --seeds says otherwise. A new experiment file joins the study with no edit here. An
 -- interrupted study resumes where it stopped when run again (finished cells are skipped).
 -- Then scripts/report.lua writes <docs>/results.md and its figures (default docs/; with
 -- --quick <out>/docs, so a smoke run never replaces the committed results).
@@ -35,7 +36,7 @@ local p = argparse("study.lua", "Run the whole study (every experiment, every se
 p:flag("--quick", "Every experiment's small configuration.")
 p:option("--out", "Directory of the study's runs.", "runs/study")
 p:option("--docs", "Where results.md and the figures go (default: docs, or <out>/docs with --quick).")
-p:option("--seeds", "Training seeds.", "1,2,3")
+p:option("--seeds", "Training seeds (default 1,2,3; with --quick, 1: a smoke run of the pipeline).")
 p:option("--data-seed", "Data seed (store, clustering, splits).", "1")
 p:option("--jobs", "Cells run in parallel.", "2")
 p:option("--threads", "OpenBLAS threads per process.", "1")
@@ -45,6 +46,7 @@ p:option("--only", "Run only these experiments (comma separated).")
 p:option("--experiments", "Directory of experiment descriptors (default: the repository's experiments/).")
 p:flag("--no-report", "Skip the report.")
 local a = p:parse(arg)
+a.seeds = a.seeds or (a.quick and "1" or "1,2,3")
 
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local exe = arg[-1] or "dgalua"
@@ -68,7 +70,8 @@ for _, d in ipairs(experiments) do
     if not only or only[name] then
         local cmd = {exe, d.path, "--out", a.out .. "/" .. name, "--seeds", a.seeds,
                      "--data-seed", a.data_seed, "--jobs", a.jobs, "--threads", a.threads, "--no-plot"}
-        local extra = type(d.study) == "table" and d.study.args or {}
+        -- the descriptor's own arguments for the study (its quick_args under --quick)
+        local extra = type(d.study) == "table" and ((a.quick and d.study.quick_args) or d.study.args) or {}
         local quick = a.quick
         for _, v in ipairs(extra) do
             if v == "--quick" then quick = true else cmd[#cmd + 1] = v end

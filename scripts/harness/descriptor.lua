@@ -17,7 +17,8 @@
 --       columns = {metric = "what it means", ...},   -- beyond harness/cells.lua's METRIC_DOC
 --       cell_names = "what the cell ids say", equal_rows = "rows equal by construction",
 --       claims = {claim, ...},
---       study = {args = {...}} or false,         -- how the study runs it (false: not at all)
+--       study = {args = {...}, quick_args = {...}} or false,  -- how the study runs it (under
+--                                                -- --quick: quick_args if given; false: not at all)
 --   }, ...)
 --
 -- As a script (dgalua experiments/lowdata.lua --quick) define runs it: the shared options
