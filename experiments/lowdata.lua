@@ -280,6 +280,8 @@ return require("harness.descriptor").define({
                eta_fixed = "the fixed step size DGA ran with (empty for the adaptive one)",
                scale = "tokens per run as a multiple of the base run"},
     report = {reference = "natural", weights_labels = {dga_fixed = true, dga_ema_fixed = true},
+              curve_note = "The curves are metrics.csv's specific_loss at every evaluation; their last point is the "
+                           .. "tables' specific_final (the same held-out set).",
               intro = "Specific held-out loss (final, best, final - best), loss spikes (an evaluation whose specific "
                    .. "loss rose above the previous one by more than 1% of the running minimum), generic held-out "
                    .. "loss, mean L1 change of the sampling weights per update, most epochs any domain went through, "

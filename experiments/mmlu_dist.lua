@@ -343,6 +343,9 @@ return require("harness.descriptor").define({
                accuracy_top_letter_share = "share of questions given the model's most frequent letter (%)",
                k = "domains at the cell's level"},
     report = {reference = "natural", weights_labels = {dist_n1_fixed = true, dga_fixed = true},
+              curve_note = "The curves are metrics.csv's specific_loss: the loss on a sample of MMLU_b evaluated during "
+                           .. "training; the tables' mmlu_b_loss is the loss at the end over more MMLU_b questions "
+                           .. "(the notes count them), so the last point of a curve and the table differ.",
               metrics = {"mmlu_b_loss", "basis_mean", "answer_nll", "accuracy", "accuracy_top_letter_share",
                          "l1_mean"},
               pareto = {x = "basis_mean", y = "mmlu_b_loss", title = "MMLU_b loss against mean basis loss (95% CI)",

@@ -82,5 +82,7 @@ return require("harness.descriptor").define({
     end,
     cell_names = "<target>/<policy>: the specific set is the corpus domain <target>; dga_ema_fixed is DGA with "
                  .. "the EMA (beta = 0.1) and the calibrated fixed eta, dga_ema_std the same with the adaptive eta.",
-    report = {reference = "uniform", intro = "The short demo: uniform against DGA on one target."},
+    report = {reference = "uniform", intro = "The short demo: uniform against DGA on one target.",
+              curve_note = "The curves are metrics.csv's specific_loss at every evaluation; their last point is the "
+                           .. "tables' specific_final (the same held-out set)."},
 }, ...)

@@ -268,7 +268,9 @@ return require("harness.descriptor").define({
                w_first = "the first source's share of the two sources' weight (planted: mix[1])",
                mass_both = "total weight on the two source domains",
                tv_natural = "the natural mixture's distance to the planted one"},
-    report = {reference = "dga_fixed", metrics = {"tv_planted", "w_first", "mass_both", "tv_natural", "specific_final"},
+    report = {curve_note = "The curves are metrics.csv's specific_loss at every evaluation; their last point is the "
+                           .. "tables' specific_final (the same held-out set).",
+              reference = "dga_fixed", metrics = {"tv_planted", "w_first", "mass_both", "tv_natural", "specific_final"},
               intro = "The specific set is a known mixture of two store domains. tv_planted is the total-variation "
                    .. "distance between DGA's final weights and the planted mixture, w_first the first source's share "
                    .. "of the two sources' weight (planted: 0.7), mass_both their total weight, tv_natural the natural "

@@ -65,6 +65,25 @@ local function render()
     w("In the REPL: `help(\"config\")`.")
     w("")
     w(require("trainer.schema").doc_markdown())
+    w("")
+    w("### The shipped policies' options")
+    w("")
+    w("Each policy's own `defaults` (its file under `scripts/policies/`); it checks the values itself.")
+    w("")
+    w("| policy | option | default |")
+    w("|---|---|---|")
+    local policies = require "policies"
+    for _, name in ipairs(policies.builtin) do
+        local mod = policies.module(name)
+        local keys = {}
+        for k in pairs(mod.defaults or {}) do keys[#keys + 1] = k end
+        table.sort(keys)
+        if #keys == 0 then w(string.format("| `%s` | (none) | |", name)) end
+        for _, k in ipairs(keys) do
+            local v = mod.defaults[k]
+            w(string.format("| `%s` | `%s` | %s |", name, k, type(v) == "string" and string.format("%q", v) or tostring(v)))
+        end
+    end
     return table.concat(out, "\n") .. "\n"
 end
 
