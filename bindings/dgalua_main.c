@@ -117,7 +117,7 @@ static int msghandler(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
-        /* scripts/cli/errors.lua's values: a user's mistake, said in one line; a usage
+        /* scripts/util/errors.lua's values: a user's mistake, said in one line; a usage
          * mistake also sets the exit status */
         if (lua_type(L, 1) == LUA_TTABLE) {
             lua_getfield(L, 1, "usage");

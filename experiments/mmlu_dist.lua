@@ -269,7 +269,7 @@ local function notes(x)
                                  end)(), #d.sources),
                    "accuracy_top_letter_share is the share of questions given the model's most frequent letter: "
                    .. "near 100, accuracy is that letter's frequency (chance), not knowledge."}
-    local report = require "report"
+    local report = require "harness.report"
     -- Two different checks, said per run from the summaries, in words that keep them apart: a
     -- run whose accuracy lies within the 95% binomial interval of a uniform random guesser
     -- (p = 1/4 over the scored questions) cannot be told from chance; a run that gives one

@@ -183,7 +183,7 @@ end
 -- notes.md: the best static mixture (lowest mean final specific loss over seeds) and DGA's
 -- distance to it, from the run directories.
 local function notes()
-    local report = require "report"
+    local report = require "harness.report"
     local stats = require "util.stats"
     local col = report.collect(a.out)
     -- A cell's final specific loss per seed, and a static cell's weight on the first domain.

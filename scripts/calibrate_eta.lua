@@ -38,7 +38,7 @@ io.stderr:write(table.concat(quoted, " "), "\n")
 local ok = os.execute(table.concat(quoted, " "))
 if not ok then error("calibrate_eta: lowdata.lua failed", 0) end
 
-local report = require "report"
+local report = require "harness.report"
 local col = report.collect(a.out)
 local rows, best = {}, nil
 for _, id in ipairs(col.order) do

@@ -12,7 +12,7 @@
 local argparse = require "argparse"
 local compare = require "harness.compare"
 local runinfo = require "util.runinfo"
-local report = require "report"
+local report = require "harness.report"
 
 local M = {}
 

@@ -91,7 +91,7 @@ for _, d in ipairs(experiments) do
     end
 end
 if not a.no_report then
-    local report = require "report"
+    local report = require "harness.report"
     report.results(a.out, a.docs or (a.quick and (a.out .. "/docs") or "docs"),
                    {plot = true, note = a.quick and "A --quick smoke run: small models, short runs; its numbers "
                                                     .. "exercise the pipeline and support no finding." or nil})

@@ -25,7 +25,7 @@ M.SWEEP_RESERVED = {run_dir = "the sweep names each run's directory (use --out)"
                     seed = "the sweep sets each run's seed (use --seeds)",
                     ["policy.name"] = "each cell runs its own policy (use --policy)"}
 
-local usage_error = require("cli.errors").usage
+local usage_error = require("util.errors").usage
 M.usage_error = usage_error
 
 -- "key=value" -> {key=, value=, raw=}; nil and a message when malformed.

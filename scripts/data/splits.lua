@@ -283,7 +283,7 @@ function Plan:seqs(domain, r, tok, seq_len, max_seqs)
     if #texts == 0 then
         error(string.format("splits: %s has no '%s' documents in this plan", domain, r), 2)
     end
-    return require("harness.experiment").text_seqs(tok, texts, seq_len, max_seqs)
+    return require("data.windows").from_texts(tok, texts, seq_len, max_seqs)
 end
 
 -- The rows of one role over several domains (default: every domain that has documents of

@@ -6,6 +6,8 @@
 --   windows.count(tokens, T)             -> number of full windows at stride T
 --   windows.sequential(tokens, T, i, n)  -> windows i .. i+n-1 (1-based) at stride T, so
 --                                           every token but the first is predicted once
+--   windows.from_texts(tok, texts, L[, n]) -> int32 [n, L]: the texts encoded and joined with
+--                                           <|endoftext|>, cut into consecutive sequences
 -- Rows are copied with tensor views (narrow/reshape/copy_), not element by element.
 local M = {}
 
@@ -56,6 +58,27 @@ function M.sequential(tokens, T, first, count)
         put_row(targets, r, tokens, s + 1, T)
     end
     return inputs, targets
+end
+
+-- Token sequences of exactly seq_len tokens from texts: each text encoded, documents joined
+-- with <|endoftext|>, the stream cut into consecutive sequences (the tail dropped).
+-- max_seqs stops early.
+function M.from_texts(tok, texts, seq_len, max_seqs)
+    local eot = tok:eot()
+    local stream = {}
+    local need = max_seqs and max_seqs * seq_len or math.huge
+    for _, text in ipairs(texts) do
+        local ids = tok:encode(text)
+        for i = 1, #ids do stream[#stream + 1] = ids[i] end
+        stream[#stream + 1] = eot
+        if #stream >= need then break end
+    end
+    local n = #stream // seq_len
+    if max_seqs then n = math.min(n, max_seqs) end
+    if n == 0 then error("text_seqs: not enough text for one sequence of " .. seq_len .. " tokens", 2) end
+    local out = dga.zeros(n, seq_len, "int32")
+    for i = 1, n * seq_len do out[i] = stream[i] end
+    return out
 end
 
 return M

@@ -141,7 +141,7 @@ end
 -- lines (d.notes).
 local function notes_text(d, x)
     local cells = require "harness.cells"
-    local report = require "report"
+    local report = require "harness.report"
     local lines = {}
     local own = d.notes and d.notes(x) or {}
     for _, l in ipairs(own) do lines[#lines + 1] = l end
@@ -206,7 +206,7 @@ function M.main(d, argv)
     local o = {plot = not a.no_plot, claims = d.claims, title = d.title}
     for k, v in pairs(d.report or {}) do o[k] = v end
     if d.title_of then o.title = d.title_of(x) end
-    require("report").experiment(d.name, a.out, o)
+    require("harness.report").experiment(d.name, a.out, o)
     return x
 end
 

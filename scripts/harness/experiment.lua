@@ -78,26 +78,9 @@ function M.store(o)
     return dir
 end
 
--- Token sequences of exactly seq_len tokens from texts: each text encoded, documents joined
--- with <|endoftext|>, the stream cut into consecutive sequences (the tail dropped).
--- max_seqs stops early.
-function M.text_seqs(tok, texts, seq_len, max_seqs)
-    local eot = tok:eot()
-    local stream = {}
-    local need = max_seqs and max_seqs * seq_len or math.huge
-    for _, text in ipairs(texts) do
-        local ids = tok:encode(text)
-        for i = 1, #ids do stream[#stream + 1] = ids[i] end
-        stream[#stream + 1] = eot
-        if #stream >= need then break end
-    end
-    local n = #stream // seq_len
-    if max_seqs then n = math.min(n, max_seqs) end
-    if n == 0 then error("text_seqs: not enough text for one sequence of " .. seq_len .. " tokens", 2) end
-    local out = dga.zeros(n, seq_len, "int32")
-    for i = 1, n * seq_len do out[i] = stream[i] end
-    return out
-end
+-- Token sequences of exactly seq_len tokens from texts: data/windows.lua's from_texts.
+M.text_seqs = require("data.windows").from_texts
+
 
 -- The texts of one corpus domain (at most max_docs documents). For texts of a split, use
 -- data.splits (plan:texts).

@@ -58,12 +58,12 @@ function Run:align_round(o)
 end
 
 -- A policy's failure as one line: the policy, its file, the phase (init / update at step N)
--- and what was wrong (cli/errors: the sweep stops, dgalua prints no traceback).
+-- and what was wrong (util/errors: the sweep stops, dgalua prints no traceback).
 function Run:policy_error(phase, step, what)
     local name = self.cfg.policy.name
     local file = name:match("%.lua$") and name
                  or package.searchpath("policies." .. name, package.path) or ("policies/" .. name .. ".lua")
-    return require("cli.errors").user(string.format("policy '%s' (%s), %s: %s", self.policy.name or name, file,
+    return require("util.errors").user(string.format("policy '%s' (%s), %s: %s", self.policy.name or name, file,
         phase == "init" and "init" or ("update at step " .. step), what))
 end
 
@@ -72,7 +72,7 @@ end
 function Run:policy_weights(phase, step)
     local ok, w = pcall(self.policy[phase], self.policy, self.ctx, step)
     if not ok then
-        if require("cli.errors").is(w) then error(w, 0) end
+        if require("util.errors").is(w) then error(w, 0) end
         local msg = tostring(w)
         if msg:find("interrupted", 1, true) then error(w, 0) end
         -- a message the policy raised itself ("policy 'x': ...") needs neither its position

@@ -78,7 +78,7 @@ describe("experiment descriptors", function()
         h.contains(notes, "| l1_mean | mean L1 change of the sampling weights per update")
         h.contains(notes, "Seeds per cell: 2 cells with 2 seeds.")
         -- the report finds the descriptor beside the runs and gives its section and claim
-        require("report").results(study, docs, {plot = false, quiet = true})
+        require("harness.report").results(study, docs, {plot = false, quiet = true})
         local md = h.read(docs .. "/results.md")
         h.contains(md, "## A toy experiment (toy.lua)")
         h.contains(md, "The toy's own intro line.")
@@ -98,7 +98,7 @@ describe("experiment descriptors", function()
         local copy = h.tmpdir("readme") .. "/README.md"
         local readme = h.read("README.md")
         h.write(copy, readme)
-        require("report").write_readme("results/study", copy)
+        require("harness.report").write_readme("results/study", copy)
         assert.are.equal(readme, h.read(copy), "README.md's digest is stale: ./dgalua scripts/report.lua "
                          .. "--study results/study --readme README.md")
     end)

@@ -113,7 +113,7 @@ describe("experiment metrics", function()
 end)
 
 describe("report", function()
-    local report = require "report"
+    local report = require "harness.report"
     local json = require "util.json"
 
     local function put(dir, cell, seed, metrics)

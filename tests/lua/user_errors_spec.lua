@@ -32,7 +32,7 @@ local function run_error(policy_path)
     local ok, err = pcall(trainer.run, cfg, {quiet = true})
     h.rm(dir)
     assert.is_false(ok)
-    assert.is_true(require("cli.errors").is(err), tostring(err))
+    assert.is_true(require("util.errors").is(err), tostring(err))
     return tostring(err)
 end
 

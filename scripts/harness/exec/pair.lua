@@ -23,7 +23,7 @@ end
 -- A usage error, a user-code error (a policy's: every cell of it would fail the same way)
 -- or a Ctrl-C ends the sweep; any other error fails this pair only.
 local function handler(e)
-    if require("cli.errors").is(e) then return e end
+    if require("util.errors").is(e) then return e end
     local msg = tostring(e)
     if msg:find("interrupted!", 1, true) or msg:find("interrupted (in ", 1, true) then
         return overrides.usage_error(msg)
@@ -51,7 +51,7 @@ function M.run(plan, pair, how)
     local t0 = runinfo.now()
     local ok, res = xpcall(plan.o.run_cell, handler, pair.cell, pair.seed, pair.dir, topts)
     if not ok then
-        if require("cli.errors").is(res) then error(res, 0) end
+        if require("util.errors").is(res) then error(res, 0) end
         return nil, tostring(res)
     end
     local where = string.format("cell %s, seed %d", pair.cell.id, pair.seed)
