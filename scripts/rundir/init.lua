@@ -84,6 +84,11 @@ function M.read_summary(path, strict)
     return s
 end
 
+-- Whether dir holds any part of a run: its config, a metrics log or a checkpoint.
+function M.started(dir)
+    return runinfo.exists(dir .. "/config.lua") or checkpoints.holds_run(dir)
+end
+
 -- The run directories under root that hold a summary.json, depth first, names sorted (not
 -- looking into plots/ and data/). A missing root gives {}.
 function M.find(root)

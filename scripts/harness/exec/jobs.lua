@@ -95,10 +95,10 @@ local function start(plan, jobs)
     return self
 end
 
--- The last n lines of a worker's log, indented.
-local function tail(path, n)
-    local text = runinfo.read_file(path)
-    if not text then return "(no log at " .. path .. ")" end
+-- The last n lines of the log of the worker that ran in dir, indented.
+local function tail(dir, n)
+    local text = require("rundir").open(dir):log_text()
+    if not text then return "(no log at " .. dir .. "/log.txt)" end
     local lines = {}
     for line in text:gmatch("[^\n]*") do
         -- a progress line redrawn with \r: keep its last state
@@ -120,7 +120,7 @@ local function outcome(plan, i, rc)
     end
     return nil, string.format("%s with status %d; the end of %s/log.txt:\n%s",
         rc == 0 and "exited without writing summary.json" or "failed", rc, p.dir,
-        tail(p.dir .. "/log.txt", 15))
+        tail(p.dir, 15))
 end
 
 -- Runs plan's pairs in workers, `jobs` at a time; the coordinator holds the results.

@@ -13,10 +13,9 @@ local M = {}
 -- a run without one, or start fresh.
 local function trainer_opts(dir, a)
     if a.overwrite then return {overwrite = true} end
-    if require("rundir").latest_checkpoint(dir) then return {resume = true} end
-    for _, f in ipairs{"config.lua", "metrics.csv"} do
-        if runinfo.exists(dir .. "/" .. f) then return {overwrite = true} end
-    end
+    local rundir = require "rundir"
+    if rundir.latest_checkpoint(dir) then return {resume = true} end
+    if rundir.started(dir) then return {overwrite = true} end
     return {}
 end
 
