@@ -267,13 +267,16 @@ function M.errorbar_figure(out, stem, series, opts)
         end
         local dat = string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(sr.name))
         runinfo.write_atomic(dat, "# x y lo hi\n" .. table.concat(rows, "\n") .. "\n")
-        plots[#plots + 1] = string.format("%s using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb %s title %s",
-                                          gq(dat), gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(sr.name))
+        -- categories (xlabels) are not a line: points with their bars only
+        plots[#plots + 1] = string.format("%s using 1:2:3:4 with %s lw 2 pt 7 lc rgb %s title %s",
+                                          gq(dat), opts.xlabels and "yerrorbars" or "yerrorlines",
+                                          gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(sr.name))
     end
     local pre = {"set termoption noenhanced", "set title " .. gq(opts.title or stem),
                  "set xlabel " .. gq(opts.xlabel or ""), "set ylabel " .. gq(opts.ylabel or ""),
                  "set key outside right", "set grid", "set xzeroaxis lt -1"}
     if opts.logx then pre[#pre + 1] = "set logscale x 2" end
+    if opts.yrange then pre[#pre + 1] = "set yrange " .. opts.yrange end
     if opts.xlabels then
         local tics = {}
         for i, l in ipairs(opts.xlabels) do tics[i] = string.format("%s %d", gq(l), i) end

@@ -99,11 +99,26 @@ local function differences_figure(plot, out, g, cells, metric, reference)
         end
     end
     if #points == 0 then return nil end
+    -- a difference far beyond the others (IS's overfitting) is named, not drawn to scale
+    local mags = {}
+    for i, pt in ipairs(points) do mags[i] = math.abs(pt.y) end
+    table.sort(mags)
+    local typical = mags[(#mags + 1) // 2]
+    local lo, hi, off = 0, 0, {}
+    for i, pt in ipairs(points) do
+        if #points > 2 and math.abs(pt.y) > 0.5 and math.abs(pt.y) > 5 * typical then
+            off[#off + 1] = string.format("%s %+.2f", labels[i]:match("^(%S+)"), pt.y)
+        else
+            lo, hi = math.min(lo, pt.lo or pt.y), math.max(hi, pt.hi or pt.y)
+        end
+    end
+    local pad = (hi - lo) * 0.1 + 1e-3
     return plot.errorbar_figure(out, "differences_" .. safe(g ~= "" and g or "all"),
         {{name = metric .. " - " .. reference, points = points}},
         {xlabels = labels, ylabel = metric .. " - " .. reference,
-         title = string.format("%s: %s minus %s, paired by seed (95%% CI from %d seeds on)", g, metric, reference,
-                               stats.MIN_INTERVAL_N)})
+         yrange = #off > 0 and string.format("[%.9g:%.9g]", lo - pad, hi + pad) or nil,
+         title = string.format("%s: %s minus %s, paired by seed (95%% CI from %d seeds on)%s", g, metric, reference,
+                               stats.MIN_INTERVAL_N, #off > 0 and ("; off scale: " .. table.concat(off, ", ")) or "")})
 end
 
 -- Figures of one experiment into <out>/plots: per group, the `column` curves of every cell
