@@ -59,7 +59,8 @@ if opt.prompt_ids then
 elseif opt.prompt then
     if not tok then args.fail(parser, "--prompt needs --tokenizer (or give --prompt-ids)") end
     prompt = tok:encode(opt.prompt)
-    for _, id in ipairs(prompt) do
+    for i = 1, #prompt do   -- a tensor: ipairs would index past its end
+        local id = prompt[i]
         if id >= vocab then
             error(string.format("--prompt: the tokenizer %s gives token id %d, outside the vocabulary [0, %d) of the "
                                 .. "checkpoint %s: they do not belong together", tok_path, id, vocab, paths.model), 0)

@@ -80,7 +80,11 @@ describe("stats", function()
         assert.are.equal("5.2500 (n=1)", stats.format(s))
         assert.are.equal(0, stats.summary{}.n)
         assert.are.equal("-", stats.format(stats.summary{}))
-        assert.are.equal("3.0000 ± 6.5724 (n=3)", stats.format(stats.summary{1, 2, 6}))
+        -- from 3 values on, the mean and its interval; two values are shown themselves, and
+        -- an interval is clipped to the metric's range when it has one
+        assert.are.equal("3.0000 [-3.5724, 9.5724]", stats.format(stats.summary{1, 2, 6}))
+        assert.are.equal("1.0000, 2.0000 (n=2)", stats.format(stats.summary{1, 2}))
+        assert.are.equal("3.0000 [0.0000, 9.5724]", stats.format(stats.summary{1, 2, 6}, nil, {0}))
     end)
 
     it("pairs differences over the seeds both sides have", function()
