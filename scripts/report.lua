@@ -3,4 +3,6 @@
 --
 --   dgalua scripts/report.lua [--study runs/study] [--docs docs] [--no-plot] [--note TEXT]
 --   dgalua scripts/report.lua --study results/study --readme README.md
+-- Required as a module (require "report") it is harness/report.lua and runs nothing.
+if ... == "report" then return require "harness.report" end
 require("harness.report").main({...})

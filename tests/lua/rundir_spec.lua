@@ -103,7 +103,7 @@ describe("summary.json and the seed aggregation", function()
         assert.is_true(math.abs(r.ref_sd - 0.2) < 1e-12)
         assert.is_true(math.abs(r.ref_gap - (0.2 + 0.4 + 0.2) / 3) < 1e-12)
         local agg = require("harness.aggregate"){out = root, reference = "natural", quiet = true}
-        local report = require "report"
+        local report = require "harness.report"
         local _, by = report.groups(report.collect(root))
         local md = report.group_table(by.g, {"loss"}, "natural")
         -- both read the same numbers: aggregate's row for g/dga and report's table
