@@ -160,7 +160,7 @@ function M.claims_summary(decided)
         end
     end
     local head = "| claim | experiment | verdict in its groups | mean effect (x - y) | seeds |\n|---|---|---|---|---|"
-    local out = {"The paper's claims (quoting its abstract: [docs/results.md](docs/results.md) gives the sentence):", "",
+    local out = {"The paper's claims ([docs/results.md](docs/results.md) quotes the sentence each one tests):", "",
                  head}
     for _, l in ipairs(rows.paper) do out[#out + 1] = l end
     out[#out + 1] = ""

@@ -5,7 +5,6 @@
 --   local dir = exp.store{corpus = C, exclude = {"us_legislation"}, levels = {64},
 --                         seq_len = 65, vocab = 4096, max_mb = 1, cache = "runs/cache"}
 --   local seqs = exp.text_seqs(tok, texts, seq_len)          -- int32 [n, seq_len]
---   local train, heldout = exp.split(seqs, n_heldout)
 --   exp.print_table(rows, {{"policy", "%s"}, {"specific_loss", "%.4f"}})
 local runinfo = require "util.runinfo"
 require "cli.args"   -- usage errors exit with status 2
@@ -88,16 +87,6 @@ function M.domain_texts(corpus, domain, max_docs)
     local texts = dga.read_texts(corpus .. "/" .. domain, max_docs)
     if #texts == 0 then error("corpus domain " .. domain .. " has no documents", 2) end
     return texts
-end
-
--- First rows as the training part, the last n_heldout rows as held-out (views).
--- Deprecated: the two parts continue one another's documents. Split by document with
--- data.splits (specific_train / specific_heldout) instead; kept until no experiment uses it.
-function M.split(seqs, n_heldout)
-    local n = seqs:shape()[1]
-    if n < 2 then error("split: need at least 2 sequences", 2) end
-    n_heldout = math.max(1, math.min(n_heldout, n // 2))
-    return seqs:narrow(1, n - n_heldout), seqs:narrow(n - n_heldout + 1, n_heldout)
 end
 
 -- Rows `first`..`first+count-1` of a 2-D tensor as a new tensor.
@@ -194,26 +183,6 @@ function M.run_config(a, preset, steps, name, extra)
     }
     for key, v in pairs(extra or {}) do cfg[key] = v end
     return cfg
-end
-
--- Runs one configuration unless its run directory already finished (resume: continue it).
-function M.run(cfg, a)
-    local trainer = require "trainer"
-    local opts = {}
-    local run = require("rundir").open(cfg.run_dir)
-    local ck = a.resume and run:latest_checkpoint()
-    if ck then
-        local step = tonumber(ck:match("ckpt%-(%d+)"))
-        local last = step and step >= cfg.steps and run:last_eval()
-        if last then
-            -- Finished already: evaluate nothing again, reuse its final metrics.
-            return {name = cfg.name, policy = cfg.policy.name, run_dir = cfg.run_dir,
-                    specific_loss = last.specific, generic_loss = last.generic,
-                    basis = last.basis, basis_loss = last.basis_mean, reused = true}
-        end
-        opts.resume = true
-    end
-    return trainer.run(cfg, opts)
 end
 
 return M
