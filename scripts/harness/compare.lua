@@ -79,23 +79,29 @@ local function difference(a_run, b_run, sa, sb)
     return nil
 end
 
--- Compares the runs of tree a with those at the same paths under tree b. Returns
--- {compared, same, different = {{run, why}}, only_a, only_b, ratio = stats summary of
--- a.seconds / b.seconds over the compared runs, seconds_a, seconds_b}.
+-- Compares the runs of tree a with those at the same paths under tree b. A `same_as` run
+-- (in either tree) is compared through the run it names (rundir.source_dir): a rerun that
+-- makes natural once where the committed study made it twice still checks both. Returns
+-- {compared, same, different = {{run, why}}, only_a, only_b, aliases (pairs compared through
+-- a same_as run), ratio = stats summary of a.seconds / b.seconds over the compared runs
+-- that both timed, seconds_a, seconds_b}.
 function M.trees(a, b)
     local ra, rb = runs_under(a), runs_under(b)
     local in_b = {}
     for _, r in ipairs(rb) do in_b[r] = true end
     local res = {compared = 0, same = 0, different = {}, only_a = 0, only_b = 0, seconds_a = 0,
-                 seconds_b = 0}
+                 seconds_b = 0, aliases = 0}
     local ratios, in_a = {}, {}
     for _, r in ipairs(ra) do
         in_a[r] = true
         if in_b[r] then
-            local da, db = rundir.open(a .. "/" .. r), rundir.open(b .. "/" .. r)
-            local sa, sb = da:summary(), db:summary()
+            local sa = rundir.read_summary(a .. "/" .. r)
+            local sb = rundir.read_summary(b .. "/" .. r)
+            local src_a = rundir.source_dir(a .. "/" .. r, sa)
+            local src_b = rundir.source_dir(b .. "/" .. r, sb)
+            if sa.same_as or sb.same_as then res.aliases = res.aliases + 1 end
             res.compared = res.compared + 1
-            local why = difference(da, db, sa, sb)
+            local why = difference(rundir.open(src_a), rundir.open(src_b), sa, sb)
             if why then
                 res.different[#res.different + 1] = {run = r, why = why}
             else
@@ -130,6 +136,12 @@ function M.markdown(a, b, res)
                       res.only_b),
         "",
     }
+    if res.aliases > 0 then
+        lines[#lines + 1] = string.format(
+            "%d of the runs compared are `same_as` runs in one tree (a cell that computes what another "
+            .. "computes, run once): their logs were compared through the run they name.", res.aliases)
+        lines[#lines + 1] = ""
+    end
     if res.ratio.n and res.ratio.n > 0 then
         lines[#lines + 1] = string.format(
             "Run time, A over B: %.2f on average (%.2f to %.2f over %d runs); %.0f s against %.0f s in all.",

@@ -130,10 +130,14 @@ function Plan:find_pairs()
             end
         end
     end
-    local n_done = #self.all - #self.todo
+    local n_done = #self.all - #self.todo - #self.aliases
     if n_done > 0 and not self.worker then
         self:say("%s: %d of %d runs finished already (summary.json present), skipped",
                  self.name, n_done, #self.all)
+    end
+    if #self.aliases > 0 and not self.worker then
+        self:say("%s: %d of %d runs are another cell's run (same_as), copied when it finishes",
+                 self.name, #self.aliases, #self.all)
     end
     self.t0 = runinfo.now()
 end

@@ -47,7 +47,7 @@ function M.collect(root, group_of)
         local m = {}
         for name, v in pairs(s.metrics) do m[name] = rundir.number(v) end
         -- a `same_as` cell's numbers, curves and weights are its source run's
-        cell.seeds[s.seed], cell.dirs[s.seed] = m, s.same_as_dir or dir
+        cell.seeds[s.seed], cell.dirs[s.seed] = m, rundir.source_dir(dir, s)
     end
     return col
 end

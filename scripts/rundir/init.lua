@@ -84,6 +84,19 @@ function M.read_summary(path, strict)
     return s
 end
 
+-- The directory whose logs hold the run summarised by `s` (read from dir/summary.json): dir
+-- itself, or for a `same_as` run (a cell that computes what another cell computes) that
+-- cell's run of the same seed, found beside dir so that a study tree can be moved or renamed
+-- (the recorded same_as_dir is where it was made).
+function M.source_dir(dir, s)
+    if type(s) ~= "table" or type(s.same_as) ~= "string" then return dir end
+    local own = "/" .. tostring(s.cell) .. "/seed-" .. tostring(s.seed)
+    if dir:sub(-#own) == own then
+        return dir:sub(1, -#own - 1) .. "/" .. s.same_as .. "/seed-" .. tostring(s.seed)
+    end
+    return s.same_as_dir or dir
+end
+
 -- Whether dir holds any part of a run: its config, a metrics log or a checkpoint.
 function M.started(dir)
     return runinfo.exists(dir .. "/config.lua") or checkpoints.holds_run(dir)

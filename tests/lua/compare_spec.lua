@@ -48,6 +48,28 @@ describe("compare", function()
         h.contains(compare.markdown(a, b, res), "| 3 | 1 | 2 | 1 | 0 |")
     end)
 
+    it("compares a same_as run through the run it names, beside it in its own tree", function()
+        local c, d = base .. "/c2", base .. "/d2"
+        run(c .. "/x/natural/seed-1", {seconds = 10})
+        run(c .. "/y/natural/seed-1", {seconds = 10})
+        run(d .. "/x/natural/seed-1", {seconds = 10})
+        -- d's y/natural is an alias whose recorded same_as_dir is where the tree was made
+        assert(os.execute("mkdir -p " .. h.shell_quote(d .. "/y/natural/seed-1")))
+        h.write(d .. "/y/natural/seed-1/summary.json", json.encode({cell = "y/natural", seed = 1, seconds = 0,
+            same_as = "x/natural", same_as_dir = "elsewhere/x/natural/seed-1", metrics = {specific_final = 5.25}}))
+        local res = compare.trees(c, d)
+        assert.are.equal(2, res.compared)
+        assert.are.equal(2, res.same)
+        assert.are.equal(1, res.aliases)
+        h.contains(compare.markdown(c, d, res), "1 of the runs compared are `same_as` runs")
+        -- the alias's source differing is a difference of the alias too
+        h.write(d .. "/x/natural/seed-1/weights.csv", "step,w_1,w_2\n0,0.25,0.75\n")
+        res = compare.trees(c, d)
+        assert.are.equal(0, res.same)
+        assert.are.equal("y/natural/seed-1", res.different[2].run)
+        h.contains(res.different[2].why, "weights.csv, row 1: 0,0.5,0.5 against 0,0.25,0.75")
+    end)
+
     it("exits non-zero from the command line when a run differs, and zero when none does", function()
         if not h.DGALUA then pending("DGALUA not set") return end
         local rc, out = h.run(h.shell_quote(h.DGALUA) .. " scripts/compare_runs.lua " .. h.shell_quote(a) .. " "

@@ -116,6 +116,8 @@ describe("experiment descriptors", function()
         local code, stdout, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1 --threads 1 --no-plot --out %s",
                                                    h.shell_quote(h.DGALUA), dir, h.shell_quote(out)), dir .. "/err.txt")
         assert.are.equal(0, code, stdout .. stderr)
+        h.contains(stderr, "3 of 7 runs are another cell's run (same_as), copied when it finishes")
+        assert.is_nil(stderr:find("finished already", 1, true), stderr)
         local rundir = require "rundir"
         for sd = 1, 3 do
             assert.is_truthy(h.read(string.format("%s/toy/uniform/seed-%d/summary.json", out, sd)))
@@ -134,8 +136,14 @@ describe("experiment descriptors", function()
                                              h.shell_quote(h.DGALUA), dir, h.shell_quote(out)), dir .. "/err.txt")
         assert.are.equal(0, code, stdout .. stderr)
         h.contains(stderr, "7 of 7 runs finished already")
+        -- a moved tree: the copies' curves are read from their source beside them, not from
+        -- the directory recorded when they were made
+        local moved = out .. "_moved"
+        assert(os.rename(out, moved))
+        local col = require("harness.seeds").collect(moved)
+        assert.are.equal(moved .. "/toy/uniform/seed-2", col.cells["other/uniform"].dirs[2])
         h.rm(dir)
-        h.rm(out)
+        h.rm(moved)
     end)
 end)
 
