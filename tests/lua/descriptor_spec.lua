@@ -64,6 +64,36 @@ describe("experiment descriptors", function()
         assert.are.same({"lowdata", "mmlu_dist", "recover", "quickstart"}, names)
     end)
 
+    it("plans lowdata's second edition as the study runs it: seeds, regimes, zoo and scales", function()
+        local C = require "harness.cells"
+        local d = descriptor.load("experiments/lowdata.lua")
+        local p = C.parser("lowdata.lua", "", "runs/lowdata")
+        d.options(p)
+        local x = {a = C.parse(p, {"--key-seeds", "1-5", "--seeds", "1,2,3"})}
+        x.preset = d.preset(x.a)
+        local by, runs = {}, 0
+        for _, cell in ipairs(d.cells(x)) do
+            by[cell.id] = cell
+            runs = runs + (cell.seeds and #cell.seeds or 3)
+        end
+        -- key cells of the base scale on seeds 1-5, the rest (the scale axis too) on --seeds
+        assert.are.same({1, 2, 3, 4, 5}, by["pubmed_bmc_fulltext/b3/dga_ema_fixed"].seeds)
+        assert.is_nil(by["us_legislation/b3/is"].seeds)
+        assert.is_nil(by["us_legislation/x16/b3/natural"].seeds)
+        assert.is_nil(by["us_legislation/x4/binf/dga_fixed"].seeds)
+        -- every regime on the first target; the first budget and no limit on the others
+        assert.is_truthy(by["us_legislation/b10/dga_fixed"])
+        assert.is_nil(by["code_python/b10/dga_fixed"])
+        assert.is_truthy(by["code_python/binf/dga_fixed"])
+        -- uniform only without a limit; the zoo on the first target; no adaptive eta at scale
+        assert.is_truthy(by["code_python/binf/uniform"])
+        assert.is_nil(by["code_python/b3/uniform"])
+        assert.is_truthy(by["us_legislation/binf/doremi"])
+        assert.is_nil(by["pubmed_bmc_fulltext/b3/odm"])
+        assert.is_nil(by["us_legislation/x16/b3/dga_ema_std"])
+        assert.are.equal(222, runs)
+    end)
+
     it("runs one written elsewhere under --quick, and the study and the report take it in", function()
         if not h.DGALUA then pending("DGALUA is not set (run through tests/run)") return end
         local dir, study, docs = h.tmpdir("toy"), h.tmpdir("study"), h.tmpdir("docs")

@@ -122,6 +122,44 @@ describe("report", function()
         h.write(d .. "/summary.json", json.encode({cell = cell, seed = seed, metrics = metrics}))
     end
 
+    it("says how a claim's effect moves with the tokens per run, and draws it", function()
+        local claims = require "harness.claims"
+        local cl = {id = "ema_vs_is", text = "EMA below IS", x = "dga_ema", y = "is", metric = "specific_final",
+                    better = "lower"}
+        local once = {id = "once", text = "only at x1", x = "a", y = "b", metric = "m", better = "lower"}
+        local function row(group, d, claim)
+            claim = claim or cl
+            return {claim = claim, group = group, d = d, verdict = claims.verdict(d, claim.better)}
+        end
+        local decided = {{name = "lowdata", rows = {
+            row("t/b3", {n = 3, mean = -0.2, ci_lo = -0.3, ci_hi = -0.1}),
+            row("t/x4/b3", {n = 3, mean = -0.05, ci_lo = -0.1, ci_hi = 0.01}),
+            row("t/x16/b3", {n = 2, mean = 0.1}),
+            row("t/binf", {n = 3, mean = 0.01, ci_lo = -0.02, ci_hi = 0.04}),
+            row("t/x4/binf", {n = 3, mean = 0.02, ci_lo = -0.02, ci_hi = 0.06}),
+            row("t/b3", {n = 3, mean = 1, ci_lo = 0.5, ci_hi = 1.5}, once),
+        }}}
+        local md, series = claims.scale_table(decided)
+        assert.are.equal("t/b3", (claims.scale_of("t/x16/b3")))
+        assert.are.equal(16, select(2, claims.scale_of("t/x16/b3")))
+        -- one row per claim and group seen at two scales or more, scales in order
+        h.contains(md, "| EMA below IS | t/b3 | x1: ")
+        h.contains(md, "<br>x4: ")
+        h.contains(md, "<br>x16: ")
+        h.contains(md, "| changes sign |")
+        h.contains(md, "| t/binf | x1: ")
+        h.contains(md, "| grows (within noise) |")
+        assert.is_nil(md:find("only at x1", 1, true))
+        assert.are.equal(2, #series)
+        local xs = {}
+        for _, p in ipairs(series[1].points) do xs[#xs + 1] = p.x end
+        assert.are.same({1, 4, 16}, xs)
+        -- two seeds: a point without an interval
+        assert.is_nil(series[1].points[3].lo)
+        assert.are.equal(-0.3, series[1].points[1].lo)
+        assert.is_nil(claims.scale_table({{name = "lowdata", rows = {decided[1].rows[6]}}}))
+    end)
+
     it("gives verdicts from the paired interval", function()
         assert.matches("^supported", report.verdict({n = 3, mean = -1, ci_lo = -2, ci_hi = -0.5}, "lower"))
         assert.matches("^contradicted", report.verdict({n = 3, mean = 1, ci_lo = 0.5, ci_hi = 2}, "lower"))
