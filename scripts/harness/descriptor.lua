@@ -35,6 +35,8 @@
 -- where = (a Lua pattern: only the groups it matches, e.g. "/b%d+$" for the regimes with a
 -- limit), margin = (a non-inferiority claim: x is no worse than y by more than margin)}.
 -- The report decides it by the paired difference x - y over seeds in every group holding both.
+local runinfo = require "util.runinfo"
+
 local M = {}
 
 -- The value M.load passes to an experiment file: define then returns the descriptor.
@@ -99,24 +101,18 @@ function M.check(d, where)
     return d
 end
 
-local function abspath(path)
-    if path:sub(1, 1) == "/" then return path end
-    return require("lfs").currentdir() .. "/" .. path
-end
-
 -- The descriptor of an experiment file, without running it.
 function M.load(path)
     local chunk, err = loadfile(path)
     if not chunk then error(err, 0) end
     local d = chunk(M.DESCRIBE)
     M.check(d, path)
-    d.path = abspath(path)
+    d.path = runinfo.abspath(path)
     return d
 end
 
 -- The descriptors of every experiment file in dir, in study order (order, then name).
 function M.list(dir)
-    local runinfo = require "util.runinfo"
     local out = {}
     for _, f in ipairs(runinfo.list(dir)) do
         if f:match("%.lua$") then out[#out + 1] = M.load(dir .. "/" .. f) end
@@ -173,7 +169,6 @@ end
 
 function M.main(d, argv)
     local C = require "harness.cells"
-    local runinfo = require "util.runinfo"
     local p = C.parser(d.name .. ".lua", d.about or d.title or d.name, d.out or ("runs/" .. d.name))
     if d.options then d.options(p) end
     local a = C.parse(p, argv)
@@ -192,7 +187,7 @@ function M.main(d, argv)
     if not a.cell and not (dga.rank and dga.rank() ~= 0) then
         runinfo.mkdir_p(a.out)
         runinfo.write_atomic(a.out .. "/experiment.json", require("util.json").encode(
-            {name = d.name, descriptor = d.path or (type(arg) == "table" and arg[0] and abspath(arg[0])) or nil},
+            {name = d.name, descriptor = d.path or (type(arg) == "table" and arg[0] and runinfo.abspath(arg[0])) or nil},
             {indent = true}) .. "\n")
     end
     local summaries = require("harness.sweep").run{
@@ -216,7 +211,7 @@ function M.define(d, ...)
     local first = select("#", ...) > 0 and (...) or nil
     M.check(d, d and d.name or "experiment")
     if first == M.DESCRIBE then return d end
-    if type(arg) == "table" and arg[0] then d.path = d.path or abspath(arg[0]) end
+    if type(arg) == "table" and arg[0] then d.path = d.path or runinfo.abspath(arg[0]) end
     M.main(d, arg)
     return d
 end

@@ -7,11 +7,6 @@ local overrides = require "cli.overrides"
 
 local M = {}
 
-local function abspath(path)
-    if path:sub(1, 1) == "/" then return path end
-    return require("lfs").currentdir() .. "/" .. path
-end
-
 -- The name a policy file declares: the module's `name`, else the `name` of the object its
 -- new({}) returns.
 function M.policy_file_name(path)
@@ -69,7 +64,7 @@ end
 -- policy name.
 local function base_spec(entry, default_list)
     if entry:match("%.lua$") or (entry:find("/", 1, true) and runinfo.is_file(entry)) then
-        local path = abspath(entry)
+        local path = runinfo.abspath(entry)
         return {name = path, label = M.policy_file_name(path)}
     end
     for _, spec in ipairs(default_list or {}) do

@@ -13,6 +13,12 @@ function M.exists(path) return lfs.attributes(path, "mode") ~= nil end
 function M.is_dir(path) return lfs.attributes(path, "mode") == "directory" end
 function M.is_file(path) return lfs.attributes(path, "mode") == "file" end
 
+-- path as an absolute path (relative ones against the working directory).
+function M.abspath(path)
+    if path:sub(1, 1) == "/" then return path end
+    return lfs.currentdir() .. "/" .. path
+end
+
 -- mkdir -p. Raises with the failing path.
 function M.mkdir_p(path)
     if M.is_dir(path) then return path end
