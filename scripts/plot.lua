@@ -286,6 +286,37 @@ function M.errorbar_figure(out, stem, series, opts)
     return write_and_plot(out, stem, table.concat(pre, "\n"), "plot " .. table.concat(plots, ", \\\n     "))
 end
 
+-- Several errorbar plots in one figure, one panel each ({title =, ylabel =, series = as
+-- errorbar_figure's}), laid out two a row: quantities in different units side by side.
+function M.errorbar_panels(out, stem, panels, opts)
+    opts = opts or {}
+    runinfo.mkdir_p(out)
+    local cols = #panels > 1 and 2 or 1
+    local rows = (#panels + cols - 1) // cols
+    local body = {string.format("set multiplot layout %d,%d title %s", rows, cols, gq(opts.title or stem))}
+    for p, panel in ipairs(panels) do
+        local plots = {}
+        for j, sr in ipairs(panel.series) do
+            local lines = {}
+            for _, pt in ipairs(sr.points) do
+                lines[#lines + 1] = string.format("%.9g %.9g %.9g %.9g", pt.x, pt.y, pt.lo or pt.y, pt.hi or pt.y)
+            end
+            local dat = string.format("%s/%s_%d_%02d_%s.dat", out, stem, p, j, safe(sr.name))
+            runinfo.write_atomic(dat, "# x y lo hi\n" .. table.concat(lines, "\n") .. "\n")
+            plots[#plots + 1] = string.format("%s using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb %s title %s",
+                                              gq(dat), gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(sr.name))
+        end
+        body[#body + 1] = "set title " .. gq(panel.title or "")
+        body[#body + 1] = "set ylabel " .. gq(panel.ylabel or "")
+        body[#body + 1] = "plot " .. table.concat(plots, ", \\\n     ")
+    end
+    body[#body + 1] = "unset multiplot"
+    local pre = {"set termoption noenhanced", "set xlabel " .. gq(opts.xlabel or ""), "set key below",
+                 "set grid", "set xzeroaxis lt -1", "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05"}
+    if opts.logx then pre[#pre + 1] = "set logscale x 2" end
+    return write_and_plot(out, stem, table.concat(pre, "\n"), table.concat(body, "\n"))
+end
+
 function M.band_figure(out, stem, series, opts)
     opts = opts or {}
     runinfo.mkdir_p(out)

@@ -214,7 +214,7 @@ function M.scale_table(decided)
             end
             lines[#lines + 1] = string.format("| %s | %s | %s | %s |", cell_md(e.claim.text), cell_md(e.base),
                                               table.concat(cells, "<br>"), trend)
-            series[#series + 1] = {name = e.claim.id .. " " .. e.base, points = points}
+            series[#series + 1] = {name = e.claim.id .. " " .. e.base, points = points, metric = e.claim.metric}
         end
     end
     if #lines == 0 then return nil end
