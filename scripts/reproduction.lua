@@ -7,8 +7,10 @@
 --       [--out docs/reproduction.md]
 --
 -- --log is what study.lua wrote to stderr: its "== study:" lines give each experiment's command
--- and wall time (setup and store builds included) and the whole command's time. Without it
--- only the runs' own times are reported. Exits non-zero when a run differs or none is shared.
+-- and wall time (setup and store builds included) and the whole command's time. A study made
+-- in several sittings (each `study.lua` command resumes where the last stopped) gives one
+-- --log per sitting: the times are summed. Without it only the runs' own times are reported.
+-- Exits non-zero when a run differs or none is shared.
 local argparse = require "argparse"
 local compare = require "harness.compare"
 local runinfo = require "util.runinfo"
@@ -35,6 +37,21 @@ function M.parse_log(text)
         end
         local total = line:match("^== study: (%d+) s in all$")
         if total then res.total = tonumber(total) end
+    end
+    return res
+end
+
+-- Several sittings' logs as one: each experiment's seconds and the totals summed, its
+-- command the last one given, failed when its last sitting did not finish it.
+function M.merge_logs(logs)
+    local res = {commands = {}, seconds = {}, failed = {}, sittings = #logs}
+    for _, log in ipairs(logs) do
+        for name, cmd in pairs(log.commands) do res.commands[name] = cmd end
+        for name, s in pairs(log.seconds) do
+            res.seconds[name] = (res.seconds[name] or 0) + s
+            res.failed[name] = log.failed[name]
+        end
+        if log.total then res.total = (res.total or 0) + log.total end
     end
     return res
 end
@@ -89,9 +106,11 @@ function M.document(a, b, log, note)
                                   total.compared, total.different)
     if log and log.total then
         out[#out + 1] = ""
-        out[#out + 1] = string.format("**The study command took %d s (%.2f h)**, from its start to the end "
-                                      .. "of its report, store builds and setup included.", log.total,
-                                      log.total / 3600)
+        out[#out + 1] = string.format("**The study command%s took %d s (%.2f h)**, from its start to the end "
+                                      .. "of its report, store builds and setup included.",
+                                      (log.sittings or 1) > 1 and string.format(" (in %d sittings, summed)",
+                                                                                log.sittings) or "",
+                                      log.total, log.total / 3600)
     end
     out[#out + 1] = ""
     for _, line in ipairs(body) do out[#out + 1] = line end
@@ -126,16 +145,21 @@ local function main(args)
     local p = argparse("reproduction.lua", "Check a whole study made again against the committed one.")
     p:argument("a", "The committed study (results/study).")
     p:argument("b", "The study made again by the same command.")
-    p:option("--log", "study.lua's stderr for the run that made b.")
+    p:option("--log", "study.lua's stderr for the run that made b (once per sitting: the times are summed).")
+        :count("*")
     p:option("--out", "Also write the markdown to this file.")
     p:option("--note", "A paragraph said after the introduction (what was run, and where).")
     local o = p:parse(args)
     if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log}) end
     local log
-    if o.log then
-        local text = runinfo.read_file(o.log)
-        if not text then p:error("cannot read " .. o.log) end
-        log = M.parse_log(text)
+    if #o.log > 0 then
+        local logs = {}
+        for _, path in ipairs(o.log) do
+            local text = runinfo.read_file(path)
+            if not text then p:error("cannot read " .. path) end
+            logs[#logs + 1] = M.parse_log(text)
+        end
+        log = M.merge_logs(logs)
     end
     local ok, md, total = pcall(M.document, o.a, o.b, log, o.note)
     if not ok then p:error(tostring(md)) end

@@ -237,34 +237,50 @@ local function iso_seconds(t)
                     min = tonumber(mi), sec = tonumber(se)})
 end
 
+-- Seconds covered by a list of {start, end} intervals (their union).
+local function covered(intervals)
+    table.sort(intervals, function(p, q) return p[1] < q[1] end)
+    local total, lo, hi = 0, nil, nil
+    for _, iv in ipairs(intervals) do
+        if hi and iv[1] <= hi then
+            hi = math.max(hi, iv[2])
+        else
+            if hi then total = total + (hi - lo) end
+            lo, hi = iv[1], iv[2]
+        end
+    end
+    if hi then total = total + (hi - lo) end
+    return total
+end
+
 -- How long the study took, from its runs' summary.json alone: per experiment the number of
--- runs, the sum of their wall seconds and the span from the first run's start to the last
--- one's end; and the span of the whole study. Store builds and setup before an experiment's
--- first run are inside the whole span (except the first experiment's), the report is not.
--- Returns the markdown table, or nil when no run recorded its times.
+-- runs, the sum of their wall seconds and the time during which at least one of its runs was
+-- going (the union of the runs' intervals: a study made in several sittings does not count
+-- the hours between them); and the same for the whole study. Store builds and setup between
+-- runs are not inside it, nor is the report. Returns the markdown table, or nil when no run
+-- recorded its times.
 function M.timing(study)
-    local rows, first, last = {}, nil, nil
+    local rows, all = {}, {}
     for _, sec in ipairs(M.sections(study)) do
-        local n, sum, lo, hi = 0, 0, nil, nil
+        local n, sum, own = 0, 0, {}
         for _, dir in ipairs(rundir.find(study .. "/" .. sec.name)) do
             local s = rundir.read_summary(dir)
             local fin, secs = iso_seconds(s.finished), tonumber(s.seconds)
-            if fin and secs then
+            if fin and secs and not s.same_as then
                 n, sum = n + 1, sum + secs
-                lo = math.min(lo or math.huge, fin - secs)
-                hi = math.max(hi or -math.huge, fin)
+                own[#own + 1] = {fin - secs, fin}
+                all[#all + 1] = {fin - secs, fin}
             end
         end
         if n > 0 then
-            rows[#rows + 1] = string.format("| %s | %d | %.0f | %.0f (%.2f h) |", sec.name, n, sum,
-                                            hi - lo, (hi - lo) / 3600)
-            first, last = math.min(first or math.huge, lo), math.max(last or -math.huge, hi)
+            local t = covered(own)
+            rows[#rows + 1] = string.format("| %s | %d | %.0f | %.0f (%.2f h) |", sec.name, n, sum, t, t / 3600)
         end
     end
     if #rows == 0 then return nil end
-    rows[#rows + 1] = string.format("| **whole study** | | | %.0f (%.2f h) |", last - first,
-                                    (last - first) / 3600)
-    return "| experiment | runs | sum of run times (s) | first start to last end (s) |\n"
+    local t = covered(all)
+    rows[#rows + 1] = string.format("| **whole study** | | | %.0f (%.2f h) |", t, t / 3600)
+    return "| experiment | runs | sum of run times (s) | time with a run going (s) |\n"
            .. "|---|---:|---:|---:|\n" .. table.concat(rows, "\n")
 end
 
@@ -383,9 +399,9 @@ function M.results(study, docs, opts)
         out[#out + 1] = "## How long it took"
         out[#out + 1] = ""
         out[#out + 1] = "From the runs' own start and end times (`summary.json`). Runs went two at a time "
-                        .. "(`--jobs 2`, one thread each), so the sum of run times is about twice the span. The "
-                        .. "span of the whole study includes the store builds and setup between experiments, "
-                        .. "but not the first experiment's setup nor this report."
+                        .. "(`--jobs 2`, one thread each), so the sum of run times is about twice the time with "
+                        .. "a run going. That time leaves out store builds and setup when no run was going, the "
+                        .. "report, and the hours between sittings of a study made in several."
         out[#out + 1] = ""
         out[#out + 1] = timing
         out[#out + 1] = ""

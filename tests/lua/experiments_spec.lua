@@ -233,17 +233,22 @@ describe("report", function()
             h.write(d .. "/summary.json", json.encode({cell = cell, seed = seed, finished = finished,
                                                        seconds = seconds, metrics = {x = 1}}))
         end
-        -- lowdata: two runs side by side, 10:00:00-10:01:40 and 10:00:30-10:02:00 -> span 120 s;
-        -- recover starts at 10:05:00 and ends 10:06:00 -> the whole study spans 360 s
+        -- lowdata: two runs side by side, 10:00:00-10:01:40 and 10:00:30-10:02:00 -> 120 s with a
+        -- run going; recover 10:05:00-10:06:00 -> 180 s in the whole study (not the 3 minutes
+        -- between them, as between two sittings); a same_as copy adds nothing
         run("lowdata", "t/a", 1, "2026-11-25T10:01:40Z", 100)
         run("lowdata", "t/b", 1, "2026-11-25T10:02:00Z", 90)
         run("recover", "m/a", 1, "2026-11-25T10:06:00Z", 60)
         run("recover", "m/b", 1, "not a time", 60)   -- ignored: no usable end time
+        local d = study .. "/recover/n/a/seed-1"
+        assert(os.execute("mkdir -p " .. h.shell_quote(d)))
+        h.write(d .. "/summary.json", json.encode({cell = "n/a", seed = 1, finished = "2026-11-25T10:06:00Z",
+                                                   seconds = 0, same_as = "m/a", metrics = {x = 1}}))
         local md = report.timing(study)
         h.rm(study)
         h.contains(md, "| lowdata | 2 | 190 | 120 (0.03 h) |")
         h.contains(md, "| recover | 1 | 60 | 60 (0.02 h) |")
-        h.contains(md, "| **whole study** | | | 360 (0.10 h) |")
+        h.contains(md, "| **whole study** | | | 180 (0.05 h) |")
         assert.is_nil(md:find("mmlu_dist", 1, true))
         local empty = h.tmpdir()
         assert.is_nil(report.timing(empty))

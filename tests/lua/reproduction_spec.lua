@@ -49,6 +49,32 @@ describe("reproduction", function()
         assert.are.equal(2600, log.total)
     end)
 
+    it("sums the times of a study made in several sittings", function()
+        local second = table.concat({
+            "== study: recover",
+            "./dgalua experiments/recover.lua --out again/recover",
+            "== study: recover finished in 300 s",
+            "== study: 310 s in all",
+        }, "\n") .. "\n"
+        local log = reproduction.merge_logs({reproduction.parse_log(LOG), reproduction.parse_log(second)})
+        assert.are.equal(2510, log.seconds.lowdata)
+        assert.are.equal(312, log.seconds.recover)
+        assert.is_nil(log.failed.recover)     -- its last sitting finished it
+        assert.are.equal(2910, log.total)
+        assert.are.equal(2, log.sittings)
+        local md = reproduction.document(a, b, log)
+        h.contains(md, "**The study command (in 2 sittings, summed) took 2910 s (0.81 h)**")
+        h.contains(md, "| recover | 312 | 0.09 |")
+        if not h.DGALUA then return end
+        h.write(base .. "/one.log", LOG)
+        h.write(base .. "/two.log", second)
+        local rc, out = h.run(h.shell_quote(h.DGALUA) .. " scripts/reproduction.lua " .. h.shell_quote(a) .. " "
+                              .. h.shell_quote(b) .. " --log " .. h.shell_quote(base .. "/one.log") .. " --log "
+                              .. h.shell_quote(base .. "/two.log"), base .. "/err.txt")
+        assert.are.equal(0, rc)
+        h.contains(out, "(in 2 sittings, summed) took 2910 s")
+    end)
+
     it("counts the runs that are the same and says how long B took", function()
         local md, total = reproduction.document(a, b, reproduction.parse_log(LOG))
         assert.are.same({compared = 2, same = 2, different = 0}, total)
@@ -56,8 +82,9 @@ describe("reproduction", function()
         h.contains(md, "**The study command took 2600 s (0.72 h)**")
         h.contains(md, "| recover (FAILED) | 12 | 0.00 |")
         h.contains(md, "Run time, A over B: 2.00")
-        -- B's runs: lowdata 10:00:00-10:00:50, recover 10:01:30-10:02:00: the span is 120 s.
-        h.contains(md, "| **whole study** | | | 120 (0.03 h) |")
+        -- B's runs: lowdata 10:00:00-10:00:50, recover 10:01:30-10:02:00: 80 s with a run going
+        -- (the 40 s between them are not counted: a study made in sittings skips the hours between)
+        h.contains(md, "| **whole study** | | | 80 (0.02 h) |")
         assert.is_nil(md:find("## mmlu_dist", 1, true))
     end)
 
