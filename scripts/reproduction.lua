@@ -67,8 +67,8 @@ local function cpu_line()
 end
 
 -- Compares every experiment of the study under a with the one under b. Returns the markdown
--- and the totals {compared, same, different}.
-function M.document(a, b, log, note)
+-- and the totals {compared, same, different, excepted}. except: {metric = why} (compare.trees).
+function M.document(a, b, log, note, except)
     local out = {"# Reproduction: the whole study made again", ""}
     local intro = "Generated on " .. os.date("!%Y-%m-%d") .. " by `scripts/reproduction.lua` from the run "
                   .. "directories under `" .. a .. "` (A, committed) and `" .. b .. "` (B, made again)"
@@ -82,16 +82,17 @@ function M.document(a, b, log, note)
         out[#out + 1] = note
         out[#out + 1] = ""
     end
-    local total = {compared = 0, same = 0, different = 0}
+    local total = {compared = 0, same = 0, different = 0, excepted = 0}
     local body = {}
     local sections = report.sections(a)
     for _, sec in ipairs(sections) do
         local da, db = a .. "/" .. sec.name, b .. "/" .. sec.name
         if runinfo.is_dir(da) and runinfo.is_dir(db) then
-            local res = compare.trees(da, db)
+            local res = compare.trees(da, db, {except = except})
             total.compared = total.compared + res.compared
             total.same = total.same + res.same
             total.different = total.different + #res.different
+            total.excepted = total.excepted + #res.excepted
             body[#body + 1] = "## " .. sec.name
             body[#body + 1] = ""
             if log and log.commands[sec.name] then
@@ -102,8 +103,17 @@ function M.document(a, b, log, note)
             body[#body + 1] = ""
         end
     end
-    out[#out + 1] = string.format("**%d of %d runs the same, bit for bit; %d different.**", total.same,
-                                  total.compared, total.different)
+    if total.excepted > 0 then
+        local names = {}
+        for k in pairs(except) do names[#names + 1] = k end
+        table.sort(names)
+        out[#out + 1] = string.format("**%d of %d runs the same, bit for bit; %d the same but for %s (the "
+                                      .. "reason is given below); %d different otherwise.**", total.same,
+                                      total.compared, total.excepted, table.concat(names, ", "), total.different)
+    else
+        out[#out + 1] = string.format("**%d of %d runs the same, bit for bit; %d different.**", total.same,
+                                      total.compared, total.different)
+    end
     if log and log.total then
         out[#out + 1] = ""
         out[#out + 1] = string.format("**The study command%s took %d s (%.2f h)**, from its start to the end "
@@ -149,6 +159,9 @@ local function main(args)
         :count("*")
     p:option("--out", "Also write the markdown to this file.")
     p:option("--note", "A paragraph said after the introduction (what was run, and where).")
+    p:option("--except", "METRIC=why: runs whose logs are the same and whose summaries differ only in this "
+             .. "metric are counted apart, with the reason (a known change since A was made).")
+        :count("*")
     local o = p:parse(args)
     if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log}) end
     local log
@@ -161,7 +174,14 @@ local function main(args)
         end
         log = M.merge_logs(logs)
     end
-    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note)
+    local except
+    for _, e in ipairs(o.except) do
+        local name, why = e:match("^([%w_]+)=(.+)$")
+        if not name then p:error("--except: METRIC=why, got " .. e) end
+        except = except or {}
+        except[name] = why
+    end
+    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note, except)
     if not ok then p:error(tostring(md)) end
     io.write(md)
     if o.out then runinfo.write_atomic(o.out, md) end

@@ -47,8 +47,9 @@ local function log_rows(run, name)
     return out
 end
 
--- The first difference between two runs, or nil when they are the same.
-local function difference(a_run, b_run, sa, sb)
+-- The first difference between two runs, or nil when they are the same; second result true
+-- when every difference is in a summary metric named in `except`.
+local function difference(a_run, b_run, sa, sb, except)
     for _, name in ipairs(M.LOGS) do
         local ra, rb = log_rows(a_run, name), log_rows(b_run, name)
         if (ra == nil) ~= (rb == nil) then return name .. " is in only one of the two" end
@@ -70,12 +71,15 @@ local function difference(a_run, b_run, sa, sb)
         end
     end
     table.sort(keys)
-    local diffs = {}
+    local diffs, excepted = {}, true
     for _, k in ipairs(keys) do
         local va, vb = json.encode(ma[k]), json.encode(mb[k])
-        if va ~= vb then diffs[#diffs + 1] = string.format("%s %s against %s", k, va, vb) end
+        if va ~= vb then
+            diffs[#diffs + 1] = string.format("%s %s against %s", k, va, vb)
+            excepted = excepted and (except or {})[k] ~= nil
+        end
     end
-    if #diffs > 0 then return "summary.json metrics: " .. table.concat(diffs, "; ") end
+    if #diffs > 0 then return "summary.json metrics: " .. table.concat(diffs, "; "), excepted end
     return nil
 end
 
@@ -84,13 +88,16 @@ end
 -- makes natural once where the committed study made it twice still checks both. Returns
 -- {compared, same, different = {{run, why}}, only_a, only_b, aliases (pairs compared through
 -- a same_as run), ratio = stats summary of a.seconds / b.seconds over the compared runs
--- that both timed, seconds_a, seconds_b}.
-function M.trees(a, b)
+-- that both timed, seconds_a, seconds_b}. opts.except = {metric = why}: runs whose logs are the
+-- same and whose summaries differ only in these metrics (a known change, e.g. a sum order
+-- fixed after A was made) are counted in `excepted` ({{run, why}}), not in `different`.
+function M.trees(a, b, opts)
+    local except = (opts or {}).except
     local ra, rb = runs_under(a), runs_under(b)
     local in_b = {}
     for _, r in ipairs(rb) do in_b[r] = true end
-    local res = {compared = 0, same = 0, different = {}, only_a = 0, only_b = 0, seconds_a = 0,
-                 seconds_b = 0, aliases = 0}
+    local res = {compared = 0, same = 0, different = {}, excepted = {}, only_a = 0, only_b = 0, seconds_a = 0,
+                 seconds_b = 0, aliases = 0, except = except}
     local ratios, in_a = {}, {}
     for _, r in ipairs(ra) do
         in_a[r] = true
@@ -101,8 +108,10 @@ function M.trees(a, b)
             local src_b = rundir.source_dir(b .. "/" .. r, sb)
             if sa.same_as or sb.same_as then res.aliases = res.aliases + 1 end
             res.compared = res.compared + 1
-            local why = difference(rundir.open(src_a), rundir.open(src_b), sa, sb)
-            if why then
+            local why, excepted = difference(rundir.open(src_a), rundir.open(src_b), sa, sb, except)
+            if why and excepted then
+                res.excepted[#res.excepted + 1] = {run = r, why = why}
+            elseif why then
                 res.different[#res.different + 1] = {run = r, why = why}
             else
                 res.same = res.same + 1
@@ -132,10 +141,21 @@ function M.markdown(a, b, res)
         "",
         "| runs compared | the same, bit for bit | different | only in A | only in B |",
         "|---:|---:|---:|---:|---:|",
-        string.format("| %d | %d | %d | %d | %d |", res.compared, res.same, #res.different, res.only_a,
-                      res.only_b),
+        string.format("| %d | %d | %d | %d | %d |", res.compared, res.same, #res.different + #res.excepted,
+                      res.only_a, res.only_b),
         "",
     }
+    if #res.excepted > 0 then
+        local names, whys = {}, {}
+        for k, why in pairs(res.except) do names[#names + 1] = k; whys[#whys + 1] = k .. ": " .. why end
+        table.sort(names)
+        table.sort(whys)
+        lines[#lines + 1] = string.format("%d of the %d different runs have the same logs and differ only in %s "
+                                          .. "(%s); %d differ otherwise.", #res.excepted,
+                                          #res.different + #res.excepted, table.concat(names, ", "),
+                                          table.concat(whys, "; "), #res.different)
+        lines[#lines + 1] = ""
+    end
     if res.aliases > 0 then
         lines[#lines + 1] = string.format(
             "%d of the runs compared are `same_as` runs in one tree (a cell that computes what another "
@@ -150,6 +170,9 @@ function M.markdown(a, b, res)
     end
     for _, d in ipairs(res.different) do
         lines[#lines + 1] = string.format("- `%s`: %s", d.run, d.why)
+    end
+    for _, d in ipairs(res.excepted) do
+        lines[#lines + 1] = string.format("- `%s` (only %s): %s", d.run, "the excepted metrics", d.why)
     end
     return table.concat(lines, "\n") .. "\n"
 end

@@ -48,6 +48,19 @@ describe("compare", function()
         h.contains(compare.markdown(a, b, res), "| 3 | 1 | 2 | 1 | 0 |")
     end)
 
+    it("counts apart the runs that differ only in a metric known to have changed", function()
+        local res = compare.trees(a, b, {except = {specific_final = "summed in another order"}})
+        assert.are.equal(1, res.same)
+        assert.are.equal(1, #res.different)            -- dga: its metrics.csv differs
+        assert.are.equal("t/dga/seed-1", res.different[1].run)
+        assert.are.equal(1, #res.excepted)             -- is: only specific_final differs
+        assert.are.equal("t/is/seed-1", res.excepted[1].run)
+        local md = compare.markdown(a, b, res)
+        h.contains(md, "| 3 | 1 | 2 | 1 | 0 |")
+        h.contains(md, "1 of the 2 different runs have the same logs and differ only in specific_final "
+                       .. "(specific_final: summed in another order); 1 differ otherwise.")
+    end)
+
     it("compares a same_as run through the run it names, beside it in its own tree", function()
         local c, d = base .. "/c2", base .. "/d2"
         run(c .. "/x/natural/seed-1", {seconds = 10})
