@@ -275,8 +275,9 @@ return require("harness.descriptor").define({
                    .. "distance between DGA's final weights and the planted mixture, w_first the first source's share "
                    .. "of the two sources' weight (planted: 0.7), mass_both their total weight, tv_natural the natural "
                    .. "mixture's distance to the planted one; the static grid locates the best static mixture (notes "
-                   .. "below). Theorem 1 (Fan et al., 2024) says DGA's weights approach the mixture that "
-                   .. "minimises the specific loss."},
+                   .. "below). The paper's abstract says: \"" .. require("harness.paper").ABSTRACT_ESTIMATES
+                   .. "\" Whether its weights reach a planted mixture is our reading of that (its "
+                   .. "Theorem 1 was not at hand to quote), so the claims below are our questions."},
     claims = {
         {id = "dga_recovers", source = "ours", question = THEOREM, x = "dga_fixed", metric = "tv_planted", y = "dga_fixed",
          y_metric = "tv_natural", better = "lower",
