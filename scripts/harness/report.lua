@@ -178,12 +178,14 @@ end
 
 -- ---- docs/results.md -------------------------------------------------------------------
 
--- The descriptor of the experiment whose runs are in dir (harness/descriptor.lua): the one
--- <dir>/experiment.json names, else the script its summaries name, else experiments/<name>.lua
--- of this repository. nil when none loads.
+-- The descriptor of the experiment whose runs are in dir (harness/descriptor.lua): this
+-- repository's experiments/<name>.lua when it has one (so the report reads today's claims and
+-- tables, wherever and from whichever checkout the runs were made), else the one
+-- <dir>/experiment.json names (an experiment from outside the repository), else the script
+-- its summaries name. nil when none loads.
 local function descriptor_of(dir, name)
     local descriptor = require "harness.descriptor"
-    local tried = {}
+    local tried = {runinfo.repo_root() .. "/experiments/" .. name .. ".lua"}
     local ej = dir .. "/experiment.json"
     if runinfo.is_file(ej) then
         local ok, e = pcall(require("util.json").read_file, ej)
@@ -197,7 +199,6 @@ local function descriptor_of(dir, name)
             tried[#tried + 1] = runinfo.repo_root() .. "/" .. s.script
         end
     end
-    tried[#tried + 1] = runinfo.repo_root() .. "/experiments/" .. name .. ".lua"
     for _, path in ipairs(tried) do
         if runinfo.is_file(path) then
             local ok, d = pcall(descriptor.load, path)

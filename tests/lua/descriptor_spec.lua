@@ -133,6 +133,23 @@ describe("experiment descriptors", function()
                          .. "--study results/study --readme README.md")
     end)
 
+    it("reports a repository experiment with today's descriptor, not the copy its runs name", function()
+        local study, other = h.tmpdir("stale"), h.tmpdir("checkout")
+        -- runs made from another checkout, whose descriptor has an older title
+        local old = h.read("experiments/quickstart.lua"):gsub('title = "[^"]*"', 'title = "an older title"', 1)
+        h.write(other .. "/quickstart.lua", old)
+        assert(os.execute("mkdir -p " .. h.shell_quote(study .. "/quickstart/t/uniform/seed-1")))
+        h.write(study .. "/quickstart/experiment.json", require("util.json").encode(
+            {name = "quickstart", descriptor = other .. "/quickstart.lua"}))
+        h.write(study .. "/quickstart/t/uniform/seed-1/summary.json", require("util.json").encode(
+            {cell = "t/uniform", seed = 1, metrics = {specific_final = 1}}))
+        local secs = require("harness.report").sections(study)
+        assert.are.equal(1, #secs)
+        assert.are.equal(descriptor.load("experiments/quickstart.lua").title, secs[1].title)
+        h.rm(study)
+        h.rm(other)
+    end)
+
     it("runs a cell's own seeds, and a same_as cell from its source without training it", function()
         if not h.DGALUA then pending("DGALUA is not set (run through tests/run)") return end
         local dir, out = h.tmpdir("toy2"), h.tmpdir("toy2out")
