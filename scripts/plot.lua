@@ -256,17 +256,22 @@ end
 -- lo =, hi =}, ...}}), against numeric x (opts.logx: a log scale, e.g. tokens per run) or, with
 -- opts.xlabels, against those labels at 1..n; a zero line (differences); a point without an
 -- interval is drawn alone.
+-- Writes points {x, y, lo, hi} (no interval: lo = hi = y) as a gnuplot data file; returns its path.
+local function write_points(dat, points)
+    local rows = {}
+    for _, pt in ipairs(points) do
+        rows[#rows + 1] = string.format("%.9g %.9g %.9g %.9g", pt.x, pt.y, pt.lo or pt.y, pt.hi or pt.y)
+    end
+    runinfo.write_atomic(dat, "# x y lo hi\n" .. table.concat(rows, "\n") .. "\n")
+    return dat
+end
+
 function M.errorbar_figure(out, stem, series, opts)
     opts = opts or {}
     runinfo.mkdir_p(out)
     local plots = {}
     for j, sr in ipairs(series) do
-        local rows = {}
-        for _, pt in ipairs(sr.points) do
-            rows[#rows + 1] = string.format("%.9g %.9g %.9g %.9g", pt.x, pt.y, pt.lo or pt.y, pt.hi or pt.y)
-        end
-        local dat = string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(sr.name))
-        runinfo.write_atomic(dat, "# x y lo hi\n" .. table.concat(rows, "\n") .. "\n")
+        local dat = write_points(string.format("%s/%s_%02d_%s.dat", out, stem, j, safe(sr.name)), sr.points)
         -- categories (xlabels) are not a line: points with their bars only
         plots[#plots + 1] = string.format("%s using 1:2:3:4 with %s lw 2 pt 7 lc rgb %s title %s",
                                           gq(dat), opts.xlabels and "yerrorbars" or "yerrorlines",
@@ -297,12 +302,7 @@ function M.errorbar_panels(out, stem, panels, opts)
     for p, panel in ipairs(panels) do
         local plots = {}
         for j, sr in ipairs(panel.series) do
-            local lines = {}
-            for _, pt in ipairs(sr.points) do
-                lines[#lines + 1] = string.format("%.9g %.9g %.9g %.9g", pt.x, pt.y, pt.lo or pt.y, pt.hi or pt.y)
-            end
-            local dat = string.format("%s/%s_%d_%02d_%s.dat", out, stem, p, j, safe(sr.name))
-            runinfo.write_atomic(dat, "# x y lo hi\n" .. table.concat(lines, "\n") .. "\n")
+            local dat = write_points(string.format("%s/%s_%d_%02d_%s.dat", out, stem, p, j, safe(sr.name)), sr.points)
             plots[#plots + 1] = string.format("%s using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb %s title %s",
                                               gq(dat), gq(PALETTE[(j - 1) % #PALETTE + 1]), gq(sr.name))
         end
