@@ -104,9 +104,7 @@ function M.document(a, b, log, note, except)
         end
     end
     if total.excepted > 0 then
-        local names = {}
-        for k in pairs(except) do names[#names + 1] = k end
-        table.sort(names)
+        local names = compare.except_names(except)
         out[#out + 1] = string.format("**%d of %d runs the same, bit for bit; %d the same but for %s (the "
                                       .. "reason is given below); %d different otherwise.**", total.same,
                                       total.compared, total.excepted, table.concat(names, ", "), total.different)

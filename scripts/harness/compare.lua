@@ -134,6 +134,14 @@ function M.trees(a, b, opts)
     return res
 end
 
+-- The names of an `except` table ({metric = why}), sorted.
+function M.except_names(except)
+    local names = {}
+    for k in pairs(except or {}) do names[#names + 1] = k end
+    table.sort(names)
+    return names
+end
+
 -- The result as markdown.
 function M.markdown(a, b, res)
     local lines = {
@@ -146,10 +154,8 @@ function M.markdown(a, b, res)
         "",
     }
     if #res.excepted > 0 then
-        local names, whys = {}, {}
-        for k, why in pairs(res.except) do names[#names + 1] = k; whys[#whys + 1] = k .. ": " .. why end
-        table.sort(names)
-        table.sort(whys)
+        local names, whys = M.except_names(res.except), {}
+        for i, k in ipairs(names) do whys[i] = k .. ": " .. res.except[k] end
         lines[#lines + 1] = string.format("%d of the %d different runs have the same logs and differ only in %s "
                                           .. "(%s); %d differ otherwise.", #res.excepted,
                                           #res.different + #res.excepted, table.concat(names, ", "),
@@ -172,7 +178,7 @@ function M.markdown(a, b, res)
         lines[#lines + 1] = string.format("- `%s`: %s", d.run, d.why)
     end
     for _, d in ipairs(res.excepted) do
-        lines[#lines + 1] = string.format("- `%s` (only %s): %s", d.run, "the excepted metrics", d.why)
+        lines[#lines + 1] = string.format("- `%s` (only the excepted metrics): %s", d.run, d.why)
     end
     return table.concat(lines, "\n") .. "\n"
 end
