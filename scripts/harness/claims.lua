@@ -78,6 +78,13 @@ M.scale_of = scale_of
 
 local function cell_md(text) return (tostring(text):gsub("|", "\\|")) end
 
+-- "`x - y` (metric)"; a claim on two metrics of one cell reads "`x`: metric - y_metric"
+-- ("dga_fixed - dga_fixed" would say nothing).
+local function comparison_md(cl)
+    if cl.y_metric and cl.x == cl.y then return string.format("`%s`: %s - %s", cl.x, cl.metric, cl.y_metric) end
+    return string.format("`%s - %s` (%s)", cl.x, cl.y, cl.y_metric and (cl.metric .. " - " .. cl.y_metric) or cl.metric)
+end
+
 -- The claims tables (results.md's opening and the README's digest): the paper's claims, each
 -- with the sentence it tests, then our own questions; a row per group a claim is decided in.
 -- decided: list of {section =, rows = M.decide(...)}.
@@ -86,9 +93,8 @@ function M.claims_tables(decided)
     for _, sec in ipairs(decided) do
         for _, r in ipairs(sec.rows) do
             local cl, d = r.claim, r.d
-            local row = string.format("| %s | %s | `%s - %s` (%s) | %s | %d | %s |",
-                cell_md(cl.text), cell_md(sec.name .. ": " .. r.group), cl.x, cl.y,
-                cl.y_metric and (cl.metric .. " - " .. cl.y_metric) or cl.metric,
+            local row = string.format("| %s | %s | %s | %s | %d | %s |",
+                cell_md(cl.text), cell_md(sec.name .. ": " .. r.group), comparison_md(cl),
                 cell_md(fmt_summary(d)), d.n or 0, M.verdict_word(r.verdict))
             if cl.source == "paper" then
                 local key = cl.section .. "\0" .. cl.quote
@@ -128,38 +134,84 @@ function M.claims_tables(decided)
     return table.concat(out, "\n") .. "\n"
 end
 
--- One row per claim over every group it is decided in (the README's digest): how many groups
--- support, contradict or leave it open, and the range of its effect; the paper's claims first.
+-- The README's digest: a row per claim and tokens per run, saying in which settings (a group
+-- without its first part: lowdata's regime, mmlu_dist's level; the targets or sets counted
+-- together) it is supported, contradicted or left open, with the range of its effect there;
+-- the paper's claims first.
+local function setting_of(group)
+    local base, scale = scale_of(group)
+    return base:match("^[^/]+/(.+)$"), scale
+end
+M.setting_of = setting_of
+
+-- Settings sort in their natural order: b3, b10, binf; L1, L2, L3.
+local function natural_key(text)
+    return (text:gsub("inf", "999999999"):gsub("%d+", function(d) return string.format("%09d", d) end))
+end
+
+-- "supported 2, not established 1 of 3 (-0.0500 to 0.0100)": the verdicts of a claim's rows
+-- and the range of their mean effects.
+local function verdict_counts(rows)
+    local count, lo, hi = {}, math.huge, -math.huge
+    for _, r in ipairs(rows) do
+        local w = M.verdict_word(r.verdict)
+        count[w] = (count[w] or 0) + 1
+        if r.d.mean then lo, hi = math.min(lo, r.d.mean), math.max(hi, r.d.mean) end
+    end
+    local parts = {}
+    for _, w in ipairs{"supported", "contradicted", "not established"} do
+        if count[w] then parts[#parts + 1] = string.format("%s %d", w, count[w]) end
+    end
+    local range = lo > hi and "" or lo == hi and string.format(" (%.4f)", lo)
+                  or string.format(" (%.4f to %.4f)", lo, hi)
+    return table.concat(parts, ", ") .. " of " .. #rows .. range
+end
+
 function M.claims_summary(decided)
     local rows = {paper = {}, ours = {}}
     for _, sec in ipairs(decided) do
         local by, order = {}, {}
         for _, r in ipairs(sec.rows) do
-            local id = r.claim.id
-            if not by[id] then by[id] = {claim = r.claim, rows = {}}; order[#order + 1] = id end
-            table.insert(by[id].rows, r)
-        end
-        for _, id in ipairs(order) do
-            local e, count, lo, hi, nmin, nmax = by[id], {}, math.huge, -math.huge, math.huge, 0
-            for _, r in ipairs(e.rows) do
-                local w = M.verdict_word(r.verdict)
-                count[w] = (count[w] or 0) + 1
-                if r.d.mean then lo, hi = math.min(lo, r.d.mean), math.max(hi, r.d.mean) end
-                nmin, nmax = math.min(nmin, r.d.n or 0), math.max(nmax, r.d.n or 0)
+            local setting, scale = setting_of(r.group)
+            local key = r.claim.id .. "\0" .. scale
+            if not by[key] then
+                by[key] = {claim = r.claim, scale = scale, settings = {}, setting_order = {}, rows = {}}
+                order[#order + 1] = key
             end
+            local e = by[key]
+            table.insert(e.rows, r)
+            setting = setting or ""
+            if not e.settings[setting] then e.settings[setting] = {}; e.setting_order[#e.setting_order + 1] = setting end
+            table.insert(e.settings[setting], r)
+        end
+        -- a claim's rows together, in their scales' order (the groups sort "x16" before "x4")
+        local claim_rank, ranked = {}, 0
+        for _, key in ipairs(order) do
+            local id = by[key].claim.id
+            if not claim_rank[id] then ranked = ranked + 1; claim_rank[id] = ranked end
+        end
+        table.sort(order, function(a, b)
+            local ea, eb = by[a], by[b]
+            if ea.claim.id ~= eb.claim.id then return claim_rank[ea.claim.id] < claim_rank[eb.claim.id] end
+            return ea.scale < eb.scale
+        end)
+        for _, key in ipairs(order) do
+            local e, nmin, nmax = by[key], math.huge, 0
+            for _, r in ipairs(e.rows) do nmin, nmax = math.min(nmin, r.d.n or 0), math.max(nmax, r.d.n or 0) end
+            table.sort(e.setting_order, function(a, b) return natural_key(a) < natural_key(b) end)
             local parts = {}
-            for _, w in ipairs{"supported", "contradicted", "not established"} do
-                if count[w] then parts[#parts + 1] = string.format("%s in %d", w, count[w]) end
+            for _, setting in ipairs(e.setting_order) do
+                local counts = verdict_counts(e.settings[setting])
+                parts[#parts + 1] = setting == "" and counts or (setting .. ": " .. counts)
             end
             local cl = e.claim
             local kind = cl.source == "paper" and "paper" or "ours"
-            rows[kind][#rows[kind] + 1] = string.format("| %s | %s | %s of %d | %s | %s |", cell_md(cl.text),
-                sec.name, table.concat(parts, ", "), #e.rows,
-                lo <= hi and (lo == hi and string.format("%.4f", lo) or string.format("%.4f to %.4f", lo, hi)) or "-",
-                nmin == nmax and tostring(nmin) or (nmin .. "-" .. nmax))
+            rows[kind][#rows[kind] + 1] = string.format("| %s | %s | x%d | %s | %s |", cell_md(cl.text),
+                sec.name, e.scale, table.concat(parts, "<br>"), nmin == nmax and tostring(nmin) or (nmin .. "-" .. nmax))
         end
     end
-    local head = "| claim | experiment | verdict in its groups | mean effect (x - y) | seeds |\n|---|---|---|---|---|"
+    local head = "| claim | experiment | tokens per run | verdict in its groups (range of the mean effect x - y) | seeds |\n"
+                 .. "|---|---|---|---|---|"
     local out = {"The paper's claims ([docs/results.md](docs/results.md) quotes the sentence each one tests):", "",
                  head}
     for _, l in ipairs(rows.paper) do out[#out + 1] = l end

@@ -168,6 +168,45 @@ describe("report", function()
         h.rm(dir)
     end)
 
+    it("names each claim's comparison: two cells, or two metrics of one cell", function()
+        local claims = require "harness.claims"
+        local function decided(cl)
+            return {{name = "e", rows = {{claim = cl, group = "g", d = {n = 3, mean = -0.3, ci_lo = -0.4, ci_hi = -0.2},
+                                          verdict = claims.verdict({n = 3, mean = -0.3, ci_lo = -0.4, ci_hi = -0.2},
+                                                                   "lower")}}}}
+        end
+        local two_cells = claims.claims_tables(decided{text = "a below b", x = "a", y = "b", metric = "m",
+                                                       better = "lower", source = "ours"})
+        h.contains(two_cells, "| a below b | e: g | `a - b` (m) | -0.3000 [-0.4000, -0.2000] | 3 | supported |")
+        local one_cell = claims.claims_tables(decided{text = "a nearer p", x = "a", y = "a", metric = "tv_p",
+                                                      y_metric = "tv_n", better = "lower", source = "ours"})
+        h.contains(one_cell, "| a nearer p | e: g | `a`: tv_p - tv_n | ")
+        assert.is_nil(one_cell:find("a - a", 1, true))
+    end)
+
+    it("digests each claim per tokens per run, its verdicts per setting (targets counted together)", function()
+        local claims = require "harness.claims"
+        local cl = {id = "c", text = "x below y", x = "x", y = "y", metric = "m", better = "lower", source = "paper",
+                    section = "Abstract", quote = "q"}
+        local function row(group, mean, lo, hi)
+            local d = {n = 3, mean = mean, ci_lo = lo, ci_hi = hi}
+            return {claim = cl, group = group, d = d, verdict = claims.verdict(d, "lower")}
+        end
+        -- groups arrive in the report's (alphabetical) order
+        local md = claims.claims_summary{{name = "lowdata", rows = {
+            row("t/b10", -0.2, -0.3, -0.1), row("t/b3", -0.1, -0.2, 0.05), row("t/binf", 0.3, 0.2, 0.4),
+            row("t/x16/b3", -0.4, -0.5, -0.3), row("t/x4/b3", 0.01, -0.1, 0.1), row("u/b3", -0.3, -0.4, -0.2),
+        }}}
+        local x1 = md:find("| x below y | lowdata | x1 | b3: supported 1, not established 1 of 2 (-0.3000 to -0.1000)"
+                           .. "<br>b10: supported 1 of 1 (-0.2000)<br>binf: contradicted 1 of 1 (0.3000) | 3 |", 1, true)
+        local x4 = md:find("| x below y | lowdata | x4 | b3: not established 1 of 1 (0.0100) | 3 |", 1, true)
+        local x16 = md:find("| x below y | lowdata | x16 | b3: supported 1 of 1 (-0.4000) | 3 |", 1, true)
+        assert.is_truthy(x1 and x4 and x16, md)
+        assert.is_true(x1 < x4 and x4 < x16)
+        assert.are.equal("b3", (claims.setting_of("t/x16/b3")))
+        assert.is_nil((claims.setting_of("mix")))
+    end)
+
     it("gives verdicts from the paired interval", function()
         assert.matches("^supported", report.verdict({n = 3, mean = -1, ci_lo = -2, ci_hi = -0.5}, "lower"))
         assert.matches("^contradicted", report.verdict({n = 3, mean = 1, ci_lo = 0.5, ci_hi = 2}, "lower"))
