@@ -254,6 +254,12 @@ local function doremi_reference(x, cell, seed, dir)
     return last
 end
 
+-- A run's work in base runs' tokens, for the sweep's ETA: its scale, twice for DoReMi (it
+-- trains its reference first).
+local function cost(_, cell)
+    return (cell.scale or 1) * (cell.policy.name == "doremi" and 2 or 1)
+end
+
 local function run_cell(x, cell, seed, dir, topts)
     local policy = C.policy_config(cell.policy)
     if policy.name == "doremi" then policy.reference = doremi_reference(x, cell, seed, dir) end
@@ -274,7 +280,7 @@ return require("harness.descriptor").define({
     title = "Section 3.1: few tokens per domain, three regimes, the zoo, three scales (lowdata.lua)",
     about = "Online data mixing with limited tokens per domain (paper section 3.1).",
     study = {args = {"--key-seeds", "1-5"}, quick_args = {}}, key_ignore = {["--key-seeds"] = "value"},
-    options = options, preset = preset, setup = setup, cells = cells, run_cell = run_cell,
+    options = options, preset = preset, setup = setup, cells = cells, run_cell = run_cell, cost = cost,
     title_of = function(x) return "lowdata: k = " .. x.a.k .. ", " .. x.steps .. " steps at scale 1" end,
     cell_names = "<target>[/x<s>]/b<E>/<policy>: the specific set is the corpus domain <target>; x<s>: s times "
                  .. "the tokens per run (none: the base run); b<E>: every generic domain offers a token budget "

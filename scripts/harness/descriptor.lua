@@ -9,6 +9,8 @@
 --       setup = function(x) return data end,     -- the data, built once per process
 --       cells = function(x) return cells end,    -- {id =, group =, policy = spec, ...}
 --       run_cell = function(x, cell, seed, dir, topts) return metrics end,
+--       cost = function(x, cell) return 4 end,  -- optional: one run's work relative to the
+--                                                -- others (default 1), for the ETA
 --       notes = function(x) return lines end,    -- optional: notes.md lines from the runs
 --       report = {reference = "natural", metrics = {...}, ...},   -- report.experiment's options
 --       title_of = function(x) return "lowdata: ..." end,  -- optional: the table's title
@@ -47,7 +49,7 @@ local FIELDS = {
     options = "function", preset = "function", setup = "function", cells = "function",
     run_cell = "function", notes = "function", report = "table", columns = "table",
     cell_names = "string", equal_rows = "string", claims = "table", study = "any", path = "string",
-    title_of = "function", key_ignore = "table",
+    title_of = "function", key_ignore = "table", cost = "function",
 }
 local REQUIRED = {"name", "cells", "run_cell"}
 local CLAIM_FIELDS = {id = "string", source = "string", section = "string", quote = "string",
@@ -192,6 +194,7 @@ function M.main(d, argv)
     end
     local summaries = require("harness.sweep").run{
         name = d.name, out = a.out, args = a, cells = cells, key_ignore = d.key_ignore,
+        cost = d.cost and function(cell) return d.cost(x, cell) end or nil,
         run_cell = function(cell, seed, dir, topts) return d.run_cell(x, cell, seed, dir, topts) end,
     }
     -- a worker (a --cell process, an MPI rank other than 0) ends here: the coordinator reports

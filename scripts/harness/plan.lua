@@ -140,6 +140,18 @@ function Plan:find_pairs()
                  self.name, #self.aliases, #self.all)
     end
     self.t0 = runinfo.now()
+    self.todo_cost, self.done_cost = 0, 0
+    for _, pair in ipairs(self.todo) do self.todo_cost = self.todo_cost + self:cost(pair.cell) end
+end
+
+-- The work of one run of a cell, relative to the others (sweep.run's `cost`, default 1): the
+-- ETA weighs the runs left by it, so a study whose last runs are 16 times longer says so.
+function Plan:cost(cell)
+    local c = self.o.cost and self.o.cost(cell) or 1
+    if type(c) ~= "number" or c ~= c or c <= 0 then
+        error(string.format("sweep.run: cost of cell %s is %s, expected a positive number", cell.id, tostring(c)), 0)
+    end
+    return c
 end
 
 -- The plan of sweep.run's table o (see harness/sweep.lua).
@@ -183,7 +195,9 @@ function Plan:report(i, s, err, where)
     local pair = self.todo[i]
     self.done_n = self.done_n + 1
     local n, el = #self.todo, runinfo.now() - self.t0
-    local eta = self.done_n < n and progress.format_duration(el / self.done_n * (n - self.done_n)) or "0:00"
+    self.done_cost = self.done_cost + self:cost(pair.cell)
+    local left = self.todo_cost - self.done_cost
+    local eta = (self.done_n < n and left > 0) and progress.format_duration(el / self.done_cost * left) or "0:00"
     where = where or pair.dir
     if s then
         pair.done = s

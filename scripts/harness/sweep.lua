@@ -35,6 +35,9 @@
 --   --overwrite                      rerun finished pairs; the trainer gets {overwrite = true}.
 --   --cell ID                        internal (--jobs): this process is the worker of one pair.
 --
+-- sweep.run's table may give cost = function(cell) -> the work of one run of the cell
+-- relative to the others (default 1); the progress lines' ETA weighs the runs left by it.
+--
 -- The design: a plan and executors.
 --   harness/plan.lua      the pairs in order (seeds outer, cells inner, so a complete
 --                         comparison over the first seed is there before the second seed

@@ -71,10 +71,11 @@ describe("experiment descriptors", function()
         d.options(p)
         local x = {a = C.parse(p, {"--key-seeds", "1-5", "--seeds", "1,2,3"})}
         x.preset = d.preset(x.a)
-        local by, runs = {}, 0
+        local by, runs, work = {}, 0, 0
         for _, cell in ipairs(d.cells(x)) do
             by[cell.id] = cell
             runs = runs + (cell.seeds and #cell.seeds or 3)
+            work = work + (cell.seeds and #cell.seeds or 3) * d.cost(x, cell)
         end
         -- key cells of the base scale on seeds 1-5, the rest (the scale axis too) on --seeds
         assert.are.same({1, 2, 3, 4, 5}, by["pubmed_bmc_fulltext/b3/dga_ema_fixed"].seeds)
@@ -92,6 +93,11 @@ describe("experiment descriptors", function()
         assert.is_nil(by["pubmed_bmc_fulltext/b3/odm"])
         assert.is_nil(by["us_legislation/x16/b3/dga_ema_std"])
         assert.are.equal(222, runs)
+        -- the ETA's weights: 16 base runs for a 16x run, 2 for DoReMi (its reference first); in
+        -- all 660 base runs' worth of tokens (docs/study.md), 384 of them in the 16x runs
+        assert.are.equal(16, d.cost(x, by["us_legislation/x16/b3/natural"]))
+        assert.are.equal(2, d.cost(x, by["us_legislation/binf/doremi"]))
+        assert.are.equal(660, work)
     end)
 
     it("runs one written elsewhere under --quick, and the study and the report take it in", function()

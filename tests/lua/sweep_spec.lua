@@ -312,6 +312,35 @@ describe("sweep.run in process", function()
         assert.are.equal(5, #log)
     end)
 
+    it("weighs the runs left by their cost in the ETA", function()
+        -- a fake clock: each run takes 10 s per unit of cost; g/dga costs 3
+        local runinfo = require "util.runinfo"
+        local clock, lines = 1000, {}
+        local real_now, real_stderr = runinfo.now, io.stderr
+        runinfo.now = function() return clock end
+        io.stderr = {write = function(_, ...) lines[#lines + 1] = table.concat({...}) end}
+        local ok, err = pcall(sweep.run, {name = "t", out = tmp("cost"), args = parse{"--seeds", "1,2"},
+                                          cells = cells(), argv = {},
+                                          cost = function(cell) return cell.id == "g/dga" and 3 or 1 end,
+                                          run_cell = function(cell)
+                                              clock = clock + (cell.id == "g/dga" and 30 or 10)
+                                              return {x = 1}
+                                          end})
+        runinfo.now, io.stderr = real_now, real_stderr
+        assert(ok, err)
+        local progress = {}
+        for _, l in ipairs(lines) do progress[#progress + 1] = l:match("^run %d of 4: .-ETA [%d:]+") end
+        -- 10 s for 1 unit, 7 left: 70 s; 40 s for 4, 4 left: 40 s; 50 s for 5, 3 left: 30 s
+        assert.are.same({"run 1 of 4: g/uniform, seed 1, 0:10 elapsed, ETA 1:10",
+                         "run 2 of 4: g/dga, seed 1, 0:40 elapsed, ETA 0:40",
+                         "run 3 of 4: g/uniform, seed 2, 0:50 elapsed, ETA 0:30",
+                         "run 4 of 4: g/dga, seed 2, 1:20 elapsed, ETA 0:00"}, progress)
+        local e = usage_err(sweep.run, {name = "t", out = tmp("cost_bad"), args = parse{"--seeds", "1"},
+                                        cells = cells(), argv = {}, quiet = true, cost = function() return 0 end,
+                                        run_cell = function() return {x = 1} end})
+        contains(e, "cost of cell g/uniform is 0, expected a positive number")
+    end)
+
     it("stops at once on an interrupt (Ctrl-C) instead of going on to the next pair", function()
         local calls = 0
         local e = usage_err(sweep.run, {name = "t", out = tmp("intr"), args = parse{"--seeds", "1,2"},
