@@ -9,7 +9,8 @@
 -- --log is what study.lua wrote to stderr: its "== study:" lines give each experiment's command
 -- and wall time (setup and store builds included) and the whole command's time. A study made
 -- in several sittings (each `study.lua` command resumes where the last stopped) gives one
--- --log per sitting: the times are summed. Without it only the runs' own times are reported.
+-- --log per sitting: the times are summed (a stopped sitting counted to its last finished run).
+-- Without it only the runs' own times are reported.
 -- Exits non-zero when a run differs or none is shared.
 local argparse = require "argparse"
 local compare = require "harness.compare"
@@ -18,18 +19,34 @@ local report = require "harness.report"
 
 local M = {}
 
+-- "1:02:03" or "2:03" -> seconds
+local function duration_seconds(text)
+    local total = 0
+    for part in text:gmatch("%d+") do total = total * 60 + tonumber(part) end
+    return total
+end
+
 -- study.lua's "== study:" lines: {commands = {name = cmd}, seconds = {name = s}, total = s,
--- failed = {name = true}}.
+-- failed = {name = true}, interrupted = {name = true}}. A sitting that was stopped (killed,
+-- or its session ended) has no "finished in" line for its last experiment nor an "in all"
+-- line: that experiment counts to the elapsed time of its last finished run (the sweep's
+-- "run i of n: ..., 1:02:03 elapsed" lines, setup not included: a lower bound), and the
+-- sitting's total is the sum of its experiments'.
 function M.parse_log(text)
-    local res = {commands = {}, seconds = {}, failed = {}}
-    local pending
+    local res = {commands = {}, seconds = {}, failed = {}, interrupted = {}}
+    local pending, current, started, elapsed = nil, nil, {}, {}
     for line in (text .. "\n"):gmatch("([^\n]*)\n") do
         if pending then
             res.commands[pending] = line
             pending = nil
         end
         local name = line:match("^== study: ([%w_]+)$")
-        if name then pending = name end
+        if name then
+            pending, current = name, name
+            started[#started + 1] = name
+        end
+        local ran = line:match("^run %d+ of %d+: .-, ([%d:]+) elapsed")
+        if ran and current then elapsed[current] = duration_seconds(ran) end
         local n, how, s = line:match("^== study: ([%w_]+) (%a+) in (%d+) s$")
         if n then
             res.seconds[n] = tonumber(s)
@@ -38,20 +55,31 @@ function M.parse_log(text)
         local total = line:match("^== study: (%d+) s in all$")
         if total then res.total = tonumber(total) end
     end
+    local sum, stopped = 0, false
+    for _, name in ipairs(started) do
+        if not res.seconds[name] then
+            res.seconds[name], res.interrupted[name], stopped = elapsed[name] or 0, true, true
+        end
+        sum = sum + res.seconds[name]
+    end
+    if not res.total and stopped then res.total, res.total_interrupted = sum, true end
     return res
 end
 
 -- Several sittings' logs as one: each experiment's seconds and the totals summed, its
--- command the last one given, failed when its last sitting did not finish it.
+-- command the last one given, failed when its last sitting did not finish it; the number of
+-- sittings that were stopped before they finished.
 function M.merge_logs(logs)
-    local res = {commands = {}, seconds = {}, failed = {}, sittings = #logs}
+    local res = {commands = {}, seconds = {}, failed = {}, interrupted = {}, sittings = #logs, stopped = 0}
     for _, log in ipairs(logs) do
         for name, cmd in pairs(log.commands) do res.commands[name] = cmd end
         for name, s in pairs(log.seconds) do
             res.seconds[name] = (res.seconds[name] or 0) + s
             res.failed[name] = log.failed[name]
+            if (log.interrupted or {})[name] then res.interrupted[name] = true end
         end
         if log.total then res.total = (res.total or 0) + log.total end
+        if log.total_interrupted then res.stopped = res.stopped + 1 end
     end
     return res
 end
@@ -64,6 +92,14 @@ local function cpu_line()
     for _ in text:gmatch("processor%s*:") do cores = cores + 1 end
     return string.format("%s, %d logical cores, AVX-512 %s", model or "unknown CPU", cores,
                          text:find("avx512f", 1, true) and "yes" or "no")
+end
+
+local function stopped_note(log)
+    local n = log.stopped or (log.total_interrupted and 1) or 0
+    if n == 0 then return "" end
+    return string.format(" %d sitting%s stopped before %s finished: %s counted to the end of its last "
+                         .. "finished run, so this is a lower bound.", n, n > 1 and "s" or "", n > 1 and "they" or "it",
+                         n > 1 and "each is" or "it is")
 end
 
 -- Compares every experiment of the study under a with the one under b. Returns the markdown
@@ -115,10 +151,10 @@ function M.document(a, b, log, note, except)
     if log and log.total then
         out[#out + 1] = ""
         out[#out + 1] = string.format("**The study command%s took %d s (%.2f h)**, from its start to the end "
-                                      .. "of its report, store builds and setup included.",
+                                      .. "of its report, store builds and setup included.%s",
                                       (log.sittings or 1) > 1 and string.format(" (in %d sittings, summed)",
                                                                                 log.sittings) or "",
-                                      log.total, log.total / 3600)
+                                      log.total, log.total / 3600, stopped_note(log))
     end
     out[#out + 1] = ""
     for _, line in ipairs(body) do out[#out + 1] = line end
@@ -132,8 +168,10 @@ function M.document(a, b, log, note, except)
         for _, sec in ipairs(sections) do
             local s = log.seconds[sec.name]
             if s then
-                out[#out + 1] = string.format("| %s%s | %d | %.2f |", sec.name,
-                                              log.failed[sec.name] and " (FAILED)" or "", s, s / 3600)
+                out[#out + 1] = string.format("| %s%s%s | %d | %.2f |", sec.name,
+                                              log.failed[sec.name] and " (FAILED)" or "",
+                                              (log.interrupted or {})[sec.name] and " (a sitting stopped)" or "",
+                                              s, s / 3600)
             end
         end
         if log.total then

@@ -49,6 +49,35 @@ describe("reproduction", function()
         assert.are.equal(2600, log.total)
     end)
 
+    it("counts a stopped sitting to its last finished run, and says the sum is a lower bound", function()
+        local stopped = table.concat({
+            "== study: recover",
+            "./dgalua experiments/recover.lua --out again/recover",
+            "== study: recover finished in 300 s",
+            "== study: lowdata",
+            "./dgalua experiments/lowdata.lua --out again/lowdata",
+            "lowdata: 222 runs, 2 at a time (launcher process 1); each writes <run dir>/log.txt",
+            "run 1 of 222: t/b3/natural, seed 1, 0:41 elapsed, ETA 7:35:10  (again/lowdata/t/b3/natural/seed-1/log.txt)",
+            "run 2 of 222: t/b3/is, seed 1, 1:02:03 elapsed, ETA 7:01:00  (again/lowdata/t/b3/is/seed-1/log.txt)",
+        }, "\n") .. "\n"
+        local log = reproduction.parse_log(stopped)
+        assert.are.equal(300, log.seconds.recover)
+        assert.is_nil(log.interrupted.recover)
+        assert.are.equal(3723, log.seconds.lowdata)
+        assert.is_true(log.interrupted.lowdata)
+        assert.are.equal(4023, log.total)
+        assert.is_true(log.total_interrupted)
+        local merged = reproduction.merge_logs({log, reproduction.parse_log(LOG)})
+        assert.are.equal(3723 + 2510, merged.seconds.lowdata)
+        assert.are.equal(4023 + 2600, merged.total)
+        assert.are.equal(1, merged.stopped)
+        local md = reproduction.document(a, b, merged)
+        h.contains(md, "took 6623 s (1.84 h)**, from its start to the end of its report, store builds and setup "
+                       .. "included. 1 sitting stopped before it finished: it is counted to the end of its last finished "
+                       .. "run, so this is a lower bound.")
+        h.contains(md, "| lowdata (a sitting stopped) | 6233 | 1.73 |")
+    end)
+
     it("sums the times of a study made in several sittings", function()
         local second = table.concat({
             "== study: recover",
