@@ -171,7 +171,9 @@ function M.new(o)
 end
 
 function Plan:say(fmt, ...)
-    if not self.quiet then io.stderr:write(string.format(fmt, ...), "\n") end
+    if self.quiet then return end
+    local line = string.format(fmt, ...)
+    if self.o.say then self.o.say(line) else io.stderr:write(line, "\n") end
 end
 
 -- One coordinator per --out: a second sweep on the same directory would pick the same

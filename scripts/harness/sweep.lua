@@ -37,6 +37,7 @@
 --
 -- sweep.run's table may give cost = function(cell) -> the work of one run of the cell
 -- relative to the others (default 1); the progress lines' ETA weighs the runs left by it.
+-- say = function(line): where the progress lines go (default: stderr); quiet = true: nowhere.
 --
 -- The design: a plan and executors.
 --   harness/plan.lua      the pairs in order (seeds outer, cells inner, so a complete

@@ -316,17 +316,17 @@ describe("sweep.run in process", function()
         -- a fake clock: each run takes 10 s per unit of cost; g/dga costs 3
         local runinfo = require "util.runinfo"
         local clock, lines = 1000, {}
-        local real_now, real_stderr = runinfo.now, io.stderr
+        local real_now = runinfo.now
         runinfo.now = function() return clock end
-        io.stderr = {write = function(_, ...) lines[#lines + 1] = table.concat({...}) end}
         local ok, err = pcall(sweep.run, {name = "t", out = tmp("cost"), args = parse{"--seeds", "1,2"},
                                           cells = cells(), argv = {},
+                                          say = function(line) lines[#lines + 1] = line end,
                                           cost = function(cell) return cell.id == "g/dga" and 3 or 1 end,
                                           run_cell = function(cell)
                                               clock = clock + (cell.id == "g/dga" and 30 or 10)
                                               return {x = 1}
                                           end})
-        runinfo.now, io.stderr = real_now, real_stderr
+        runinfo.now = real_now
         assert(ok, err)
         local progress = {}
         for _, l in ipairs(lines) do progress[#progress + 1] = l:match("^run %d of 4: .-ETA [%d:]+") end
