@@ -16,15 +16,9 @@ local argparse = require "argparse"
 local compare = require "harness.compare"
 local runinfo = require "util.runinfo"
 local report = require "harness.report"
+local progress = require "util.progress"
 
 local M = {}
-
--- "1:02:03" or "2:03" -> seconds
-local function duration_seconds(text)
-    local total = 0
-    for part in text:gmatch("%d+") do total = total * 60 + tonumber(part) end
-    return total
-end
 
 -- study.lua's "== study:" lines: {commands = {name = cmd}, seconds = {name = s}, total = s,
 -- failed = {name = true}, interrupted = {name = true}}. A sitting that was stopped (killed,
@@ -46,7 +40,7 @@ function M.parse_log(text)
             started[#started + 1] = name
         end
         local ran = line:match("^run %d+ of %d+: .-, ([%d:]+) elapsed")
-        if ran and current then elapsed[current] = duration_seconds(ran) end
+        if ran and current then elapsed[current] = progress.parse_duration(ran) end
         local n, how, s = line:match("^== study: ([%w_]+) (%a+) in (%d+) s$")
         if n then
             res.seconds[n] = tonumber(s)

@@ -170,44 +170,36 @@ end
 function M.claims_summary(decided)
     local rows = {paper = {}, ours = {}}
     for _, sec in ipairs(decided) do
+        -- claim -> scale -> setting -> rows, each level in its first appearance's order
         local by, order = {}, {}
         for _, r in ipairs(sec.rows) do
             local setting, scale = setting_of(r.group)
-            local key = r.claim.id .. "\0" .. scale
-            if not by[key] then
-                by[key] = {claim = r.claim, scale = scale, settings = {}, setting_order = {}, rows = {}}
-                order[#order + 1] = key
-            end
-            local e = by[key]
-            table.insert(e.rows, r)
+            local id = r.claim.id
+            if not by[id] then by[id] = {claim = r.claim, at = {}, scales = {}}; order[#order + 1] = id end
+            local e = by[id]
+            if not e.at[scale] then e.at[scale] = {settings = {}, names = {}, rows = {}}; e.scales[#e.scales + 1] = scale end
+            local at = e.at[scale]
             setting = setting or ""
-            if not e.settings[setting] then e.settings[setting] = {}; e.setting_order[#e.setting_order + 1] = setting end
-            table.insert(e.settings[setting], r)
+            if not at.settings[setting] then at.settings[setting] = {}; at.names[#at.names + 1] = setting end
+            table.insert(at.settings[setting], r)
+            table.insert(at.rows, r)
         end
-        -- a claim's rows together, in their scales' order (the groups sort "x16" before "x4")
-        local claim_rank, ranked = {}, 0
-        for _, key in ipairs(order) do
-            local id = by[key].claim.id
-            if not claim_rank[id] then ranked = ranked + 1; claim_rank[id] = ranked end
-        end
-        table.sort(order, function(a, b)
-            local ea, eb = by[a], by[b]
-            if ea.claim.id ~= eb.claim.id then return claim_rank[ea.claim.id] < claim_rank[eb.claim.id] end
-            return ea.scale < eb.scale
-        end)
-        for _, key in ipairs(order) do
-            local e, nmin, nmax = by[key], math.huge, 0
-            for _, r in ipairs(e.rows) do nmin, nmax = math.min(nmin, r.d.n or 0), math.max(nmax, r.d.n or 0) end
-            table.sort(e.setting_order, function(a, b) return natural_key(a) < natural_key(b) end)
-            local parts = {}
-            for _, setting in ipairs(e.setting_order) do
-                local counts = verdict_counts(e.settings[setting])
-                parts[#parts + 1] = setting == "" and counts or (setting .. ": " .. counts)
+        for _, id in ipairs(order) do
+            local e = by[id]
+            table.sort(e.scales)
+            for _, scale in ipairs(e.scales) do
+                local at, nmin, nmax = e.at[scale], math.huge, 0
+                for _, r in ipairs(at.rows) do nmin, nmax = math.min(nmin, r.d.n or 0), math.max(nmax, r.d.n or 0) end
+                table.sort(at.names, function(a, b) return natural_key(a) < natural_key(b) end)
+                local parts = {}
+                for _, setting in ipairs(at.names) do
+                    local counts = verdict_counts(at.settings[setting])
+                    parts[#parts + 1] = setting == "" and counts or (setting .. ": " .. counts)
+                end
+                local kind = e.claim.source == "paper" and "paper" or "ours"
+                rows[kind][#rows[kind] + 1] = string.format("| %s | %s | x%d | %s | %s |", cell_md(e.claim.text),
+                    sec.name, scale, table.concat(parts, "<br>"), nmin == nmax and tostring(nmin) or (nmin .. "-" .. nmax))
             end
-            local cl = e.claim
-            local kind = cl.source == "paper" and "paper" or "ours"
-            rows[kind][#rows[kind] + 1] = string.format("| %s | %s | x%d | %s | %s |", cell_md(cl.text),
-                sec.name, e.scale, table.concat(parts, "<br>"), nmin == nmax and tostring(nmin) or (nmin .. "-" .. nmax))
         end
     end
     local head = "| claim | experiment | tokens per run | verdict in its groups (range of the mean effect x - y) | seeds |\n"

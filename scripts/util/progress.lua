@@ -33,6 +33,13 @@ function M.format_duration(s)
     return string.format("%d:%02d", m, s % 60)
 end
 
+-- The inverse: "1:02:03" or "2:03" -> seconds (a sweep's progress lines, read back from a log).
+function M.parse_duration(text)
+    local total = 0
+    for part in text:gmatch("%d+") do total = total * 60 + tonumber(part) end
+    return total
+end
+
 -- 950 -> "950", 12345 -> "12.3k", 4.2e6 -> "4.20M"
 function M.format_rate(x)
     if x ~= x or x == math.huge then return "?" end
