@@ -1,5 +1,5 @@
--- The whole study made again, checked against the committed one: for every experiment, whether
--- the runs both trees hold are the same bit for bit (harness/compare.lua says what "the same"
+-- The study made again, checked against the committed one: for every experiment both hold,
+-- whether the runs both trees hold are the same bit for bit (harness/compare.lua says what "the same"
 -- covers), how much faster or slower each run was, and how long the study command took.
 --
 --   dgalua scripts/study.lua --out /tmp/again --docs /tmp/again/docs 2> /tmp/again.log
@@ -96,10 +96,50 @@ local function stopped_note(log)
                          n > 1 and "each is" or "it is")
 end
 
+-- "## How long X took": each experiment's command time from X's study log(s), when given, and
+-- the time with a run going from X's own summary.json files.
+local function how_long(out, which, dir, sections, log)
+    out[#out + 1] = "## How long " .. which .. " took"
+    out[#out + 1] = ""
+    if log and next(log.seconds) then
+        out[#out + 1] = "Each experiment's command, from the study's log (setup and store build included):"
+        out[#out + 1] = ""
+        out[#out + 1] = "| experiment | wall seconds | hours |"
+        out[#out + 1] = "|---|---:|---:|"
+        for _, sec in ipairs(sections) do
+            local s = log.seconds[sec.name]
+            if s then
+                out[#out + 1] = string.format("| %s%s%s | %d | %.2f |", sec.name,
+                                              log.failed[sec.name] and " (FAILED)" or "",
+                                              (log.interrupted or {})[sec.name] and " (a sitting stopped)" or "",
+                                              s, s / 3600)
+            end
+        end
+        if log.total then
+            out[#out + 1] = string.format("| **study command%s, report included** | %d | %.2f |",
+                                          (log.sittings or 1) > 1 and string.format(" (%d sittings)", log.sittings)
+                                          or "", log.total, log.total / 3600)
+        end
+        out[#out + 1] = ""
+        local note = stopped_note(log)
+        if note ~= "" then
+            out[#out + 1] = note:sub(2)
+            out[#out + 1] = ""
+        end
+    end
+    out[#out + 1] = "From the runs' own start and end times (`summary.json`):"
+    out[#out + 1] = ""
+    out[#out + 1] = report.timing(dir) or "(no run recorded its times)"
+    out[#out + 1] = ""
+end
+
 -- Compares every experiment of the study under a with the one under b. Returns the markdown
 -- and the totals {compared, same, different, excepted}. except: {metric = why} (compare.trees).
-function M.document(a, b, log, note, except)
-    local out = {"# Reproduction: the whole study made again", ""}
+-- opts.a_log: the (merged) logs of the study command(s) that made A, for a "How long A took"
+-- section (a committed study made in sittings gives its time here).
+function M.document(a, b, log, note, except, opts)
+    opts = opts or {}
+    local out = {"", ""}
     local intro = "Generated on " .. os.date("!%Y-%m-%d") .. " by `scripts/reproduction.lua` from the run "
                   .. "directories under `" .. a .. "` (A, committed) and `" .. b .. "` (B, made again)"
                   .. (log and " and the log of the study command that made B" or "")
@@ -113,11 +153,12 @@ function M.document(a, b, log, note, except)
         out[#out + 1] = ""
     end
     local total = {compared = 0, same = 0, different = 0, excepted = 0}
-    local body = {}
+    local body, compared = {}, {}
     local sections = report.sections(a)
     for _, sec in ipairs(sections) do
         local da, db = a .. "/" .. sec.name, b .. "/" .. sec.name
         if runinfo.is_dir(da) and runinfo.is_dir(db) then
+            compared[#compared + 1] = sec.name
             local res = compare.trees(da, db, {except = except})
             total.compared = total.compared + res.compared
             total.same = total.same + res.same
@@ -133,6 +174,10 @@ function M.document(a, b, log, note, except)
             body[#body + 1] = ""
         end
     end
+    -- The headline says what B holds: a check of one experiment is not "the whole study".
+    out[1] = "# Reproduction: " .. (#compared == #sections and "the whole study"
+                                    or table.concat(compared, ", ") .. string.format(" (%d of the study's %d "
+                                       .. "experiments)", #compared, #sections)) .. " made again"
     if total.excepted > 0 then
         local names = compare.except_names(except)
         out[#out + 1] = string.format("**%d of %d runs the same, bit for bit; %d the same but for %s (the "
@@ -152,40 +197,18 @@ function M.document(a, b, log, note, except)
     end
     out[#out + 1] = ""
     for _, line in ipairs(body) do out[#out + 1] = line end
-    out[#out + 1] = "## How long B took"
-    out[#out + 1] = ""
-    if log and next(log.seconds) then
-        out[#out + 1] = "Each experiment's command, from the study's log (setup and store build included):"
-        out[#out + 1] = ""
-        out[#out + 1] = "| experiment | wall seconds | hours |"
-        out[#out + 1] = "|---|---:|---:|"
-        for _, sec in ipairs(sections) do
-            local s = log.seconds[sec.name]
-            if s then
-                out[#out + 1] = string.format("| %s%s%s | %d | %.2f |", sec.name,
-                                              log.failed[sec.name] and " (FAILED)" or "",
-                                              (log.interrupted or {})[sec.name] and " (a sitting stopped)" or "",
-                                              s, s / 3600)
-            end
-        end
-        if log.total then
-            out[#out + 1] = string.format("| **study command, report included** | %d | %.2f |", log.total,
-                                          log.total / 3600)
-        end
-        out[#out + 1] = ""
-    end
-    out[#out + 1] = "From the runs' own start and end times (`summary.json`):"
-    out[#out + 1] = ""
-    out[#out + 1] = report.timing(b) or "(no run recorded its times)"
-    out[#out + 1] = ""
+    how_long(out, "B", b, sections, log)
+    if opts.a_log then how_long(out, "A", a, sections, opts.a_log) end
     return table.concat(out, "\n"), total
 end
 
 local function main(args)
-    local p = argparse("reproduction.lua", "Check a whole study made again against the committed one.")
+    local p = argparse("reproduction.lua", "Check a study, or some of its experiments, made again against the committed one.")
     p:argument("a", "The committed study (results/study).")
     p:argument("b", "The study made again by the same command.")
     p:option("--log", "study.lua's stderr for the run that made b (once per sitting: the times are summed).")
+        :count("*")
+    p:option("--a-log", "study.lua's stderr for the sitting(s) that made a: adds how long A took.")
         :count("*")
     p:option("--out", "Also write the markdown to this file.")
     p:option("--note", "A paragraph said after the introduction (what was run, and where).")
@@ -193,17 +216,18 @@ local function main(args)
              .. "metric are counted apart, with the reason (a known change since A was made).")
         :count("*")
     local o = p:parse(args)
-    if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log}) end
-    local log
-    if #o.log > 0 then
+    if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log, ["--a-log"] = o.a_log}) end
+    local function read_logs(paths)
+        if #paths == 0 then return nil end
         local logs = {}
-        for _, path in ipairs(o.log) do
+        for _, path in ipairs(paths) do
             local text = runinfo.read_file(path)
             if not text then p:error("cannot read " .. path) end
             logs[#logs + 1] = M.parse_log(text)
         end
-        log = M.merge_logs(logs)
+        return M.merge_logs(logs)
     end
+    local log, a_log = read_logs(o.log), read_logs(o.a_log)
     local except
     for _, e in ipairs(o.except) do
         local name, why = e:match("^([%w_]+)=(.+)$")
@@ -211,7 +235,7 @@ local function main(args)
         except = except or {}
         except[name] = why
     end
-    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note, except)
+    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note, except, {a_log = a_log})
     if not ok then p:error(tostring(md)) end
     io.write(md)
     if o.out then runinfo.write_atomic(o.out, md) end

@@ -76,6 +76,17 @@ describe("reproduction", function()
                        .. "included. 1 sitting stopped before it finished: it is counted to the end of its last finished "
                        .. "run, so this is a lower bound.")
         h.contains(md, "| lowdata (a sitting stopped) | 6233 | 1.73 |")
+        -- the same sittings as the ones that made A: a section of their own, after B's
+        local with_a = reproduction.document(a, b, nil, nil, nil, {a_log = merged})
+        local at = with_a:find("## How long A took\n", 1, true)
+        assert.is_truthy(at)
+        assert.is_truthy(with_a:find("## How long B took\n", 1, true) < at)
+        local a_part = with_a:sub(at)
+        h.contains(a_part, "| lowdata (a sitting stopped) | 6233 | 1.73 |")
+        h.contains(a_part, "| **study command (2 sittings), report included** | 6623 | 1.84 |")
+        h.contains(a_part, "1 sitting stopped before it finished")
+        -- A's runs: lowdata 08:00:00 (100 s) and recover 08:10:00 (90 s), mmlu_dist without times
+        h.contains(a_part, "| **whole study** | | | 190 (0.05 h) |")
     end)
 
     it("sums the times of a study made in several sittings", function()
@@ -108,6 +119,8 @@ describe("reproduction", function()
         local md, total = reproduction.document(a, b, reproduction.parse_log(LOG))
         assert.are.same({compared = 2, same = 2, different = 0, excepted = 0}, total)
         h.contains(md, "**2 of 2 runs the same, bit for bit; 0 different.**")
+        -- A also holds mmlu_dist, which B did not run: the headline does not say "the whole study"
+        h.contains(md, "# Reproduction: lowdata, recover (2 of the study's 3 experiments) made again\n")
         h.contains(md, "**The study command took 2600 s (0.72 h)**")
         h.contains(md, "| recover (FAILED) | 12 | 0.00 |")
         h.contains(md, "Run time, A over B: 2.00")
@@ -115,6 +128,14 @@ describe("reproduction", function()
         -- (the 40 s between them are not counted: a study made in sittings skips the hours between)
         h.contains(md, "| **whole study** | | | 80 (0.02 h) |")
         assert.is_nil(md:find("## mmlu_dist", 1, true))
+    end)
+
+    it("calls it the whole study when B holds every experiment of A", function()
+        local a1, b1 = base .. "/whole_a", base .. "/whole_b"
+        run(a1 .. "/recover/dga/seed-1", {seconds = 90, finished = "2026-11-25T08:10:00Z"})
+        run(b1 .. "/recover/dga/seed-1", {seconds = 30, finished = "2026-11-25T10:02:00Z"})
+        local md = reproduction.document(a1, b1)
+        h.contains(md, "# Reproduction: the whole study made again\n")
     end)
 
     it("exits non-zero from the command line when a run differs", function()
