@@ -60,9 +60,10 @@ function M.label(run)
 end
 
 local TERMINALS = {
-    png = "set terminal pngcairo size 1000,620 enhanced font 'sans,11'",
-    svg = "set terminal svg size 1000,620 dynamic font 'sans,11'",
+    png = "set terminal pngcairo size %d,%d enhanced font 'sans,11'",
+    svg = "set terminal svg size %d,%d dynamic font 'sans,11'",
 }
+local WIDTH, HEIGHT = 1000, 620
 
 -- Runs gnuplot on a script; raises with gnuplot's messages on failure.
 function M.run_gnuplot(script)
@@ -74,11 +75,12 @@ function M.run_gnuplot(script)
     return msg
 end
 
--- The script body is written once per terminal: `body(ext)` returns the plot commands.
-local function write_and_plot(out, stem, preamble, body)
+-- The script body is written once per terminal. height: pixels (a figure of several rows of
+-- panels needs more than one plot's).
+local function write_and_plot(out, stem, preamble, body, height)
     local lines = {"# written by scripts/plot.lua; run: gnuplot " .. stem .. ".gp"}
     for _, ext in ipairs{"png", "svg"} do
-        lines[#lines + 1] = TERMINALS[ext]
+        lines[#lines + 1] = string.format(TERMINALS[ext], WIDTH, height or HEIGHT)
         lines[#lines + 1] = "set output " .. gq(out .. "/" .. stem .. "." .. ext)
         lines[#lines + 1] = preamble
         lines[#lines + 1] = body
@@ -314,7 +316,9 @@ function M.errorbar_panels(out, stem, panels, opts)
     local pre = {"set termoption noenhanced", "set xlabel " .. gq(opts.xlabel or ""), "set key below",
                  "set grid", "set xzeroaxis lt -1", "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05"}
     if opts.logx then pre[#pre + 1] = "set logscale x 2" end
-    return write_and_plot(out, stem, table.concat(pre, "\n"), table.concat(body, "\n"))
+    -- each row of panels as tall as half a single plot, with room for its legend below
+    return write_and_plot(out, stem, table.concat(pre, "\n"), table.concat(body, "\n"),
+                          math.max(HEIGHT, rows * 340))
 end
 
 function M.band_figure(out, stem, series, opts)

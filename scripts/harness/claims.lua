@@ -258,12 +258,32 @@ function M.scale_table(decided)
             end
             lines[#lines + 1] = string.format("| %s | %s | %s | %s |", cell_md(e.claim.text), cell_md(e.base),
                                               table.concat(cells, "<br>"), trend)
-            series[#series + 1] = {name = e.claim.id .. " " .. e.base, points = points, metric = e.claim.metric}
+            series[#series + 1] = {name = e.claim.id .. " " .. e.base, points = points, metric = e.claim.metric,
+                                   against = e.claim.y}
         end
     end
     if #lines == 0 then return nil end
     return "| claim | where | effect by tokens per run (x1 = the base run) | with scale |\n|---|---|---|---|\n"
            .. table.concat(lines, "\n") .. "\n", series
+end
+
+-- The scale figure's panels: one per metric and policy compared against, in the order first
+-- seen. A gap in nats, a count of spikes and an L1 change share no axis, nor do ten nats
+-- against IS and a few hundredths against natural.
+function M.scale_panels(series)
+    local panels, by_key = {}, {}
+    for _, sr in ipairs(series) do
+        local key = sr.metric .. "\0" .. (sr.against or "")
+        local panel = by_key[key]
+        if not panel then
+            panel = {title = sr.against and string.format("%s: x - %s", sr.metric, sr.against) or sr.metric,
+                     ylabel = "paired difference (x - y)", series = {}}
+            by_key[key] = panel
+            panels[#panels + 1] = panel
+        end
+        panel.series[#panel.series + 1] = sr
+    end
+    return panels
 end
 
 return M

@@ -312,17 +312,7 @@ function M.digest(study, sections, docs)
     if scale_md then
         parts[#parts + 1] = "### How the effects move with scale\n\n" .. scale_md
         if docs then
-            -- one panel per metric: a gap in nats, a count of spikes and an L1 change share no axis
-            local panels, by_metric = {}, {}
-            for _, sr in ipairs(series) do
-                local panel = by_metric[sr.metric]
-                if not panel then
-                    panel = {title = sr.metric, ylabel = "paired difference (x - y)", series = {}}
-                    by_metric[sr.metric] = panel
-                    panels[#panels + 1] = panel
-                end
-                panel.series[#panel.series + 1] = sr
-            end
+            local panels = claims_of.scale_panels(series)
             local f = require("plot").errorbar_panels(study .. "/plots", "scale_claims", panels,
                 {logx = true, xlabel = "tokens per run (multiple of the base run)",
                  title = "Each claim's paired difference against tokens per run (95% CI from 3 seeds on)"})

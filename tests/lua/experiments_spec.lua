@@ -158,12 +158,21 @@ describe("report", function()
         assert.is_nil(series[1].points[3].lo)
         assert.are.equal(-0.3, series[1].points[1].lo)
         assert.is_nil(claims.scale_table({{name = "lowdata", rows = {decided[1].rows[6]}}}))
-        -- the figure: a panel per metric (a gap in nats and a count share no axis)
+        -- the figure: a panel per metric and policy compared against (a gap in nats and a count
+        -- share no axis, nor do ten nats against IS and hundredths against natural)
         assert.are.equal("specific_final", series[1].metric)
+        local spikes = {name = "fewer_spikes t/b3", metric = "spikes", against = "dga", points = series[1].points}
+        local vs_natural = {name = "below_natural t/b3", metric = "specific_final", against = "natural",
+                            points = series[1].points}
+        local panels = claims.scale_panels({series[1], spikes, series[2], vs_natural})
+        local titles = {}
+        for i, p in ipairs(panels) do titles[i] = p.title .. ":" .. #p.series end
+        assert.are.same({"specific_final: x - is:2", "spikes: x - dga:1", "specific_final: x - natural:1"}, titles)
         local dir = h.tmpdir("scalefig")
-        local f = require("plot").errorbar_panels(dir, "scale", {{title = "specific_final", series = series},
-                                                               {title = "spikes", series = {series[2]}}}, {logx = true})
-        h.contains(h.read(f.gp), "set multiplot layout 1,2")
+        local f = require("plot").errorbar_panels(dir, "scale", panels, {logx = true})
+        local gp = h.read(f.gp)
+        h.contains(gp, "set multiplot layout 2,2")
+        h.contains(gp, "size 1000,680")     -- two rows of panels: taller than one plot
         assert.is_truthy(#h.read(f.png) > 1000)
         h.rm(dir)
     end)
