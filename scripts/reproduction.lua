@@ -1,6 +1,6 @@
 -- The study made again, checked against the committed one: for every experiment both hold,
--- whether the runs both trees hold are the same bit for bit (harness/compare.lua says what "the same"
--- covers), how much faster or slower each run was, and how long the study command took.
+-- whether the runs both trees hold are the same bit for bit (harness/compare.lua says what
+-- "the same" covers), how much faster or slower each run was, and how long the study took.
 --
 --   dgalua scripts/study.lua --out /tmp/again --docs /tmp/again/docs 2> /tmp/again.log
 --   dgalua scripts/reproduction.lua results/study /tmp/again --log /tmp/again.log \
@@ -10,7 +10,8 @@
 -- and wall time (setup and store builds included) and the whole command's time. A study made
 -- in several sittings (each `study.lua` command resumes where the last stopped) gives one
 -- --log per sitting: the times are summed (a stopped sitting counted to its last finished run).
--- Without it only the runs' own times are reported.
+-- Without it only the runs' own times are reported. --a-log does the same for the sittings
+-- that made A (the committed study's own time), --quick-log for `study.lua --quick`.
 -- Exits non-zero when a run differs or none is shared.
 local argparse = require "argparse"
 local compare = require "harness.compare"
@@ -97,7 +98,7 @@ local function stopped_note(log)
 end
 
 -- "## How long X took": each experiment's command time from X's study log(s), when given, and
--- the time with a run going from X's own summary.json files.
+-- (with dir) the time with a run going from X's own summary.json files.
 local function how_long(out, which, dir, sections, log)
     out[#out + 1] = "## How long " .. which .. " took"
     out[#out + 1] = ""
@@ -127,6 +128,7 @@ local function how_long(out, which, dir, sections, log)
             out[#out + 1] = ""
         end
     end
+    if not dir then return end
     out[#out + 1] = "From the runs' own start and end times (`summary.json`):"
     out[#out + 1] = ""
     out[#out + 1] = report.timing(dir) or "(no run recorded its times)"
@@ -136,7 +138,8 @@ end
 -- Compares every experiment of the study under a with the one under b. Returns the markdown
 -- and the totals {compared, same, different, excepted}. except: {metric = why} (compare.trees).
 -- opts.a_log: the (merged) logs of the study command(s) that made A, for a "How long A took"
--- section (a committed study made in sittings gives its time here).
+-- section (a committed study made in sittings gives its time here); opts.quick_log: the log
+-- of `study.lua --quick`, for the smoke run's time.
 function M.document(a, b, log, note, except, opts)
     opts = opts or {}
     local out = {"", ""}
@@ -199,6 +202,7 @@ function M.document(a, b, log, note, except, opts)
     for _, line in ipairs(body) do out[#out + 1] = line end
     how_long(out, "B", b, sections, log)
     if opts.a_log then how_long(out, "A", a, sections, opts.a_log) end
+    if opts.quick_log then how_long(out, "`study.lua --quick`", nil, sections, opts.quick_log) end
     return table.concat(out, "\n"), total
 end
 
@@ -210,13 +214,15 @@ local function main(args)
         :count("*")
     p:option("--a-log", "study.lua's stderr for the sitting(s) that made a: adds how long A took.")
         :count("*")
+    p:option("--quick-log", "study.lua --quick's stderr: adds how long the smoke run took.")
     p:option("--out", "Also write the markdown to this file.")
     p:option("--note", "A paragraph said after the introduction (what was run, and where).")
     p:option("--except", "METRIC=why: runs whose logs are the same and whose summaries differ only in this "
              .. "metric are counted apart, with the reason (a known change since A was made).")
         :count("*")
     local o = p:parse(args)
-    if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log, ["--a-log"] = o.a_log}) end
+    if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log, ["--a-log"] = o.a_log,
+                                              ["--quick-log"] = o.quick_log}) end
     local function read_logs(paths)
         if #paths == 0 then return nil end
         local logs = {}
@@ -228,6 +234,7 @@ local function main(args)
         return M.merge_logs(logs)
     end
     local log, a_log = read_logs(o.log), read_logs(o.a_log)
+    local quick_log = read_logs({o.quick_log})
     local except
     for _, e in ipairs(o.except) do
         local name, why = e:match("^([%w_]+)=(.+)$")
@@ -235,7 +242,7 @@ local function main(args)
         except = except or {}
         except[name] = why
     end
-    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note, except, {a_log = a_log})
+    local ok, md, total = pcall(M.document, o.a, o.b, log, o.note, except, {a_log = a_log, quick_log = quick_log})
     if not ok then p:error(tostring(md)) end
     io.write(md)
     if o.out then runinfo.write_atomic(o.out, md) end

@@ -130,6 +130,17 @@ describe("reproduction", function()
         assert.is_nil(md:find("## mmlu_dist", 1, true))
     end)
 
+    it("gives the smoke run's time from its log", function()
+        local md = reproduction.document(a, b, nil, nil, nil, {quick_log = reproduction.parse_log(LOG)})
+        local at = md:find("## How long `study.lua --quick` took\n", 1, true)
+        assert.is_truthy(at)
+        local part = md:sub(at)
+        h.contains(part, "| **study command, report included** | 2600 | 0.72 |")
+        h.contains(part, "| lowdata | 2510 | 0.70 |")
+        -- its runs are not kept: no table from run records in its section
+        assert.is_nil(part:find("summary.json", 1, true))
+    end)
+
     it("calls it the whole study when B holds every experiment of A", function()
         local a1, b1 = base .. "/whole_a", base .. "/whole_b"
         run(a1 .. "/recover/dga/seed-1", {seconds = 90, finished = "2026-11-25T08:10:00Z"})
