@@ -258,9 +258,9 @@ end
 -- runs, the sum of their wall seconds and the time during which at least one of its runs was
 -- going (the union of the runs' intervals: a study made in several sittings does not count
 -- the hours between them); and the same for the whole study. Store builds and setup between
--- runs are not inside it, nor is the report. Returns the markdown table, or nil when no run
--- recorded its times.
-function M.timing(study)
+-- runs are not inside it, nor is the report. Returns {rows = {{name, runs, sum, going}},
+-- going = whole study's seconds}, or nil when no run recorded its times.
+function M.timings(study)
     local rows, all = {}, {}
     for _, sec in ipairs(M.sections(study)) do
         local n, sum, own = 0, 0, {}
@@ -273,16 +273,39 @@ function M.timing(study)
                 all[#all + 1] = {fin - secs, fin}
             end
         end
-        if n > 0 then
-            local t = covered(own)
-            rows[#rows + 1] = string.format("| %s | %d | %.0f | %.0f (%.2f h) |", sec.name, n, sum, t, t / 3600)
-        end
+        if n > 0 then rows[#rows + 1] = {name = sec.name, runs = n, sum = sum, going = covered(own)} end
     end
     if #rows == 0 then return nil end
-    local t = covered(all)
-    rows[#rows + 1] = string.format("| **whole study** | | | %.0f (%.2f h) |", t, t / 3600)
+    return {rows = rows, going = covered(all)}
+end
+
+-- M.timings as a markdown table.
+function M.timing(study)
+    local t = M.timings(study)
+    if not t then return nil end
+    local lines = {}
+    for _, r in ipairs(t.rows) do
+        lines[#lines + 1] = string.format("| %s | %d | %.0f | %.0f (%.2f h) |", r.name, r.runs, r.sum, r.going,
+                                          r.going / 3600)
+    end
+    lines[#lines + 1] = string.format("| **whole study** | | | %.0f (%.2f h) |", t.going, t.going / 3600)
     return "| experiment | runs | sum of run times (s) | time with a run going (s) |\n"
-           .. "|---|---:|---:|---:|\n" .. table.concat(rows, "\n")
+           .. "|---|---:|---:|---:|\n" .. table.concat(lines, "\n")
+end
+
+-- The README's sentence on how long the committed study took (M.timings, in hours).
+function M.timing_sentence(study)
+    local t = M.timings(study)
+    if not t then return nil end
+    local parts, runs = {}, 0
+    for _, r in ipairs(t.rows) do
+        parts[#parts + 1] = string.format("%s %.2f h", r.name, r.going / 3600)
+        runs = runs + r.runs
+    end
+    return string.format("The %d runs of these records took %.2f hours with a run going (%s), from their own "
+                         .. "start and end times at `--jobs 2`, the hours between sittings left out "
+                         .. "([docs/results.md](docs/results.md#how-long-it-took)).", runs, t.going / 3600,
+                         table.concat(parts, ", "))
 end
 
 local function copy_file(src, dst)
@@ -411,6 +434,8 @@ function M.write_readme(study, path)
     local i, j = text:find(b, 1, true), text:find(e, 1, true)
     if not (i and j and j > i) then error(path .. ": no " .. b:gsub("\n", "") .. " ... " .. e .. " markers", 0) end
     local digest = M.claims_summary(M.decided(study, M.sections(study)))
+    local took = M.timing_sentence(study)
+    if took then digest = digest .. "\n" .. took .. "\n" end
     runinfo.write_atomic(path, text:sub(1, i + #b - 1) .. digest .. text:sub(j))
 end
 

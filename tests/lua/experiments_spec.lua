@@ -293,7 +293,10 @@ describe("report", function()
         h.write(d .. "/summary.json", json.encode({cell = "n/a", seed = 1, finished = "2026-11-25T10:06:00Z",
                                                    seconds = 0, same_as = "m/a", metrics = {x = 1}}))
         local md = report.timing(study)
+        local sentence = report.timing_sentence(study)
         h.rm(study)
+        h.contains(sentence, "The 3 runs of these records took 0.05 hours with a run going (lowdata 0.03 h, "
+                             .. "recover 0.02 h)")
         h.contains(md, "| lowdata | 2 | 190 | 120 (0.03 h) |")
         h.contains(md, "| recover | 1 | 60 | 60 (0.02 h) |")
         h.contains(md, "| **whole study** | | | 180 (0.05 h) |")
