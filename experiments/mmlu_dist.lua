@@ -29,7 +29,6 @@ local args = require "cli.args"
 local ETA = 3
 
 local function options(p)
-    p:option("--mmlu", "MMLU directory (dev/, val/, test/); default: data/mmlu or ../shared/data/mmlu.")
     p:option("--specific", "Specific sets: a (MMLU_a) and/or dev (MMLU_dev), comma separated.")
     p:option("--levels", "Levels of the store's hierarchical k-means.")
     p:option("--eval", "MMLU_b questions for the final loss (0: all)."):convert(args.int(0))

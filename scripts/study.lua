@@ -28,7 +28,8 @@ p:option("--data-seed", "Data seed (store, clustering, splits).", "1")
 p:option("--jobs", "Cells run in parallel.", "2")
 p:option("--threads", "OpenBLAS threads per process.", "1")
 p:option("--cache", "Store cache.")
-p:option("--corpus", "Corpus directory.")
+p:option("--corpus", "Corpus directory (default: data/corpus or ../shared/data/corpus).")
+p:option("--mmlu", "MMLU directory, for the experiments that read it (default: data/mmlu or ../shared/data/mmlu).")
 p:option("--only", "Run only these experiments (comma separated).")
 p:option("--experiments", "Directory of experiment descriptors (default: the repository's experiments/).")
 p:flag("--no-report", "Skip the report.")
@@ -66,6 +67,7 @@ for _, d in ipairs(experiments) do
         if quick then cmd[#cmd + 1] = "--quick" end
         if a.cache then cmd[#cmd + 1] = "--cache"; cmd[#cmd + 1] = a.cache end
         if a.corpus then cmd[#cmd + 1] = "--corpus"; cmd[#cmd + 1] = a.corpus end
+        if a.mmlu then cmd[#cmd + 1] = "--mmlu"; cmd[#cmd + 1] = a.mmlu end
         local parts = {}
         for i, c in ipairs(cmd) do parts[i] = q(c) end
         local line = table.concat(parts, " ")

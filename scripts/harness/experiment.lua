@@ -148,6 +148,8 @@ function M.add_common_options(p, defaults)
     p:flag("--quick", "A small configuration that finishes in minutes on 2 cores.")
     p:option("--out", "Directory for the runs and the figures.", defaults.out)
     p:option("--corpus", "Corpus directory (<domain>/*.jsonl); default: data/corpus or ../shared/data/corpus.")
+    p:option("--mmlu", "MMLU directory (dev/, val/, test/), for the experiments that read it; default: data/mmlu "
+             .. "or ../shared/data/mmlu.")
     p:option("--cache", "Directory for cached stores (default: <repo>/runs/cache).")
     p:option("--steps", "Training steps per run (overrides the preset)."):convert(args.int(1))
     -- No argparse default: harness.sweep's --seeds takes --seed as an alias and refuses both,

@@ -121,10 +121,13 @@ describe("experiment descriptors", function()
         h.contains(md, "DGA moves its weights more than uniform: dga.l1_mean - uniform.l1_mean = ")
         -- the study runs every descriptor of its experiments directory, this one included
         local s2 = h.tmpdir("study2")
+        -- --mmlu goes to every experiment; one that reads no MMLU takes it and ignores it
         code, stdout, stderr = h.run(string.format("%s scripts/study.lua --experiments %s --out %s --seeds 1 --jobs 1 "
-                                                   .. "--no-report", h.shell_quote(h.DGALUA), dir, s2),
+                                                   .. "--no-report --mmlu %s/no-mmlu-here", h.shell_quote(h.DGALUA),
+                                                   dir, s2, dir),
                                      dir .. "/err2.txt")
         assert.are.equal(0, code, stdout .. stderr)
+        h.contains(stderr, "'--mmlu' '" .. dir .. "/no-mmlu-here'")
         h.contains(stderr, "== study: toy finished")
         assert.is_truthy(h.read(s2 .. "/toy/toy/dga/seed-1/summary.json"))
         for _, d in ipairs{dir, study, docs, s2} do h.rm(d) end
