@@ -49,6 +49,8 @@ function M.parse_log(text)
         end
         local total = line:match("^== study: (%d+) s in all$")
         if total then res.total = tonumber(total) end
+        if line:match("^== study: report in %d+ s$") then res.report = true end
+        if line == "== study: no report" then res.report = false end
     end
     local sum, stopped = 0, false
     for _, name in ipairs(started) do
@@ -75,6 +77,7 @@ function M.merge_logs(logs)
         end
         if log.total then res.total = (res.total or 0) + log.total end
         if log.total_interrupted then res.stopped = res.stopped + 1 end
+        if log.report ~= nil then res.report = res.report or log.report end
     end
     return res
 end
@@ -97,6 +100,14 @@ local function stopped_note(log)
                          n > 1 and "each is" or "it is")
 end
 
+-- Whether the study command's time holds its report: study.lua's log says so (logs written
+-- before it did say nothing, and neither does this).
+local function report_words(log)
+    if log.report == true then return ", report included" end
+    if log.report == false then return ", no report" end
+    return ""
+end
+
 -- "## How long X took": each experiment's command time from X's study log(s), when given, and
 -- (with dir) the time with a run going from X's own summary.json files.
 local function how_long(out, which, dir, sections, log)
@@ -117,9 +128,9 @@ local function how_long(out, which, dir, sections, log)
             end
         end
         if log.total then
-            out[#out + 1] = string.format("| **study command%s, report included** | %d | %.2f |",
+            out[#out + 1] = string.format("| **study command%s%s** | %d | %.2f |",
                                           (log.sittings or 1) > 1 and string.format(" (%d sittings)", log.sittings)
-                                          or "", log.total, log.total / 3600)
+                                          or "", report_words(log), log.total, log.total / 3600)
         end
         out[#out + 1] = ""
         local note = stopped_note(log)
@@ -192,11 +203,13 @@ function M.document(a, b, log, note, except, opts)
     end
     if log and log.total then
         out[#out + 1] = ""
-        out[#out + 1] = string.format("**The study command%s took %d s (%.2f h)**, from its start to the end "
-                                      .. "of its report, store builds and setup included.%s",
+        out[#out + 1] = string.format("**The study command%s took %d s (%.2f h)**, from its start to %s, "
+                                      .. "store builds and setup included.%s",
                                       (log.sittings or 1) > 1 and string.format(" (in %d sittings, summed)",
                                                                                 log.sittings) or "",
-                                      log.total, log.total / 3600, stopped_note(log))
+                                      log.total, log.total / 3600,
+                                      log.report == false and "its end (it wrote no report)" or "the end of its report",
+                                      stopped_note(log))
     end
     out[#out + 1] = ""
     for _, line in ipairs(body) do out[#out + 1] = line end

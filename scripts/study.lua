@@ -79,11 +79,15 @@ for _, d in ipairs(experiments) do
         if not ok then failed[#failed + 1] = name end
     end
 end
-if not a.no_report then
+if a.no_report then
+    io.stderr:write("== study: no report\n")
+else
     local report = require "harness.report"
+    local t0 = runinfo.now()
     report.results(a.out, a.docs or (a.quick and (a.out .. "/docs") or "docs"),
                    {plot = true, note = a.quick and "A --quick smoke run: small models, short runs; its numbers "
                                                     .. "exercise the pipeline and support no finding." or nil})
+    io.stderr:write(string.format("== study: report in %.0f s\n", runinfo.now() - t0))
 end
 io.stderr:write(string.format("== study: %.0f s in all\n", runinfo.now() - t_all))
 if #failed > 0 then

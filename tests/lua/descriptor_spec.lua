@@ -129,6 +129,8 @@ describe("experiment descriptors", function()
         assert.are.equal(0, code, stdout .. stderr)
         h.contains(stderr, "'--mmlu' '" .. dir .. "/no-mmlu-here'")
         h.contains(stderr, "== study: toy finished")
+        -- the log says the study's time holds no report (scripts/reproduction.lua reads it)
+        h.contains(stderr, "== study: no report\n")
         assert.is_truthy(h.read(s2 .. "/toy/toy/dga/seed-1/summary.json"))
         for _, d in ipairs{dir, study, docs, s2} do h.rm(d) end
     end)

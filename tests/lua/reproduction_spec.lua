@@ -24,6 +24,7 @@ local LOG = table.concat({
     "./dgalua experiments/recover.lua --out again/recover",
     "== study: recover FAILED in 12 s",
     "wrote again/docs/results.md",
+    "== study: report in 40 s",
     "== study: 2600 s in all",
 }, "\n") .. "\n"
 
@@ -139,6 +140,28 @@ describe("reproduction", function()
         h.contains(part, "| lowdata | 2510 | 0.70 |")
         -- its runs are not kept: no table from run records in its section
         assert.is_nil(part:find("summary.json", 1, true))
+    end)
+
+    it("says whether the study command's time holds a report, and only when its log says", function()
+        local function sitting(last)
+            return reproduction.parse_log(table.concat({"== study: recover", "./dgalua experiments/recover.lua",
+                                                        "== study: recover finished in 300 s", last,
+                                                        "== study: 301 s in all"}, "\n") .. "\n")
+        end
+        local none = sitting("== study: no report")
+        assert.is_false(none.report)
+        local md = reproduction.document(a, b, none, nil, nil, {a_log = none})
+        h.contains(md, "took 301 s (0.08 h)**, from its start to its end (it wrote no report), store builds")
+        h.contains(md, "| **study command, no report** | 301 | 0.08 |")
+        -- a log from before study.lua said so: neither claimed
+        local old = sitting("")
+        assert.is_nil(old.report)
+        md = reproduction.document(a, b, nil, nil, nil, {a_log = old})
+        h.contains(md, "| **study command** | 301 | 0.08 |")
+        -- sittings without a report and one with it: the sum holds a report
+        local merged = reproduction.merge_logs({none, sitting("== study: report in 1 s")})
+        assert.is_true(merged.report)
+        assert.is_false(reproduction.merge_logs({none, old}).report)
     end)
 
     it("calls it the whole study when B holds every experiment of A", function()
