@@ -208,7 +208,8 @@ function M.document(a, b, log, note, except, opts)
                                       (log.sittings or 1) > 1 and string.format(" (in %d sittings, summed)",
                                                                                 log.sittings) or "",
                                       log.total, log.total / 3600,
-                                      log.report == false and "its end (it wrote no report)" or "the end of its report",
+                                      log.report and "the end of its report"
+                                          or (log.report == false and "its end (it wrote no report)" or "its end"),
                                       stopped_note(log))
     end
     out[#out + 1] = ""

@@ -215,9 +215,53 @@ function M.claims_summary(decided)
     return table.concat(out, "\n") .. "\n"
 end
 
+-- Which side of 0 a difference's interval lies on: 1 above, -1 below, 0 when it holds 0 or
+-- has no interval.
+local function side(d)
+    if not d.n or d.n < stats.MIN_INTERVAL_N or not d.ci_lo then return 0 end
+    if d.ci_lo > 0 then return 1 end
+    if d.ci_hi < 0 then return -1 end
+    return 0
+end
+
+-- How an effect moves along its scales (sorted), judged on the intervals, not the means alone:
+-- a mean that crosses 0 inside its interval is no change of sign.
+function M.scale_trend(ds, scales)
+    local sides, pos, neg, zeros = {}, false, false, 0
+    for i, d in ipairs(ds) do
+        sides[i] = side(d)
+        if sides[i] > 0 then pos = true elseif sides[i] < 0 then neg = true else zeros = zeros + 1 end
+    end
+    if pos and neg then return "changes sign" end
+    if zeros == #ds then return "within noise at every scale" end
+    if zeros == 0 then
+        local up, down, top = true, true, 1
+        for i = 2, #ds do
+            local a, b = math.abs(ds[i - 1].mean), math.abs(ds[i].mean)
+            if b < a then up = false end
+            if b > a then down = false end
+            if math.abs(ds[i].mean) > math.abs(ds[top].mean) then top = i end
+        end
+        if up then return "grows" end
+        if down then return "shrinks" end
+        return string.format("largest at x%d", scales[top])
+    end
+    -- established at some scales only: from one scale on, up to one, or neither
+    local first, last = nil, nil
+    for i = 1, #ds do
+        if sides[i] ~= 0 then first = first or i; last = i end
+    end
+    local held = true
+    for i = first, last do if sides[i] == 0 then held = false end end
+    if held and last == #ds then return string.format("emerges at x%d", scales[first]) end
+    if held and first == 1 then return string.format("fades by x%d", scales[last + 1]) end
+    local at = {}
+    for i = 1, #ds do if sides[i] ~= 0 then at[#at + 1] = "x" .. scales[i] end end
+    return "established at " .. table.concat(at, ", ") .. " only"
+end
+
 -- How each claim's paired difference moves with the tokens per run: for every claim decided
--- at more than one scale of the same group, its effect at each scale and whether it grows,
--- shrinks or changes sign (judged on the means; "within noise" when no interval excludes 0).
+-- at more than one scale of the same group, its effect at each scale and scale_trend's word.
 -- Returns the markdown (nil when no claim has two scales) and the figure's series.
 function M.scale_table(decided)
     local by, order = {}, {}
@@ -239,16 +283,9 @@ function M.scale_table(decided)
         for sc in pairs(e.at) do scales[#scales + 1] = sc end
         table.sort(scales)
         if #scales > 1 then
-            local first, last = e.at[scales[1]].d, e.at[scales[#scales]].d
-            local trend
-            if (first.mean or 0) * (last.mean or 0) < 0 then trend = "changes sign"
-            elseif math.abs(last.mean or 0) > math.abs(first.mean or 0) then trend = "grows"
-            else trend = "shrinks" end
-            local settled = false
-            for _, sc in ipairs(scales) do
-                if M.verdict_word(e.at[sc].verdict) ~= "not established" then settled = true end
-            end
-            if not settled then trend = trend .. " (within noise)" end
+            local ds = {}
+            for i, sc in ipairs(scales) do ds[i] = e.at[sc].d end
+            local trend = M.scale_trend(ds, scales)
             local cells, points = {}, {}
             for _, sc in ipairs(scales) do
                 local d = e.at[sc].d

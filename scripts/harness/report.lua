@@ -333,7 +333,12 @@ function M.digest(study, sections, docs)
     local parts = {M.claims_tables(decided)}
     local scale_md, series = M.scale_table(decided)
     if scale_md then
-        parts[#parts + 1] = "### How the effects move with scale\n\n" .. scale_md
+        parts[#parts + 1] = "### How the effects move with scale\n\n"
+            .. "The last column reads the intervals, not the means alone: \"grows\" or \"shrinks\" when every "
+            .. "scale's interval excludes 0 on the same side and the mean moves away from 0 or towards it (\"largest "
+            .. "at\" when neither); \"changes sign\" when intervals lie on both sides of 0; \"emerges at\" or "
+            .. "\"fades by\" the scale from which the interval excludes 0, or no longer does; \"within noise\" when "
+            .. "no interval excludes 0.\n\n" .. scale_md
         if docs then
             local panels = claims_of.scale_panels(series)
             local f = require("plot").errorbar_panels(study .. "/plots", "scale_claims", panels,

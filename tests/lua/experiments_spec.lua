@@ -122,6 +122,23 @@ describe("report", function()
         h.write(d .. "/summary.json", json.encode({cell = cell, seed = seed, metrics = metrics}))
     end
 
+    it("judges how an effect moves with scale on its intervals, not its means alone", function()
+        local claims = require "harness.claims"
+        local function d(mean, lo, hi) return {n = 3, mean = mean, ci_lo = lo, ci_hi = hi} end
+        local sc = {1, 4, 16}
+        local function trend(a, b, c) return claims.scale_trend({a, b, c}, sc) end
+        assert.are.equal("grows", trend(d(1, .5, 1.5), d(2, 1.5, 2.5), d(3, 2.5, 3.5)))
+        assert.are.equal("shrinks", trend(d(-3, -4, -2), d(-2, -3, -1), d(-1, -1.5, -.5)))
+        assert.are.equal("largest at x4", trend(d(.2, .1, .3), d(.5, .1, .9), d(.19, .01, .3)))
+        -- a mean that crosses 0 inside its interval is not a change of sign ...
+        assert.are.equal("emerges at x4", trend(d(.2, -2.6, 3), d(-2.7, -4.1, -1.2), d(-6.3, -12, -.1)))
+        -- ... one whose intervals lie on both sides of 0 is
+        assert.are.equal("changes sign", trend(d(-.09, -.13, -.05), d(-.07, -.26, .13), d(.19, .17, .21)))
+        assert.are.equal("fades by x16", trend(d(.2, .1, .3), d(.5, .1, .9), d(.19, -.06, .43)))
+        assert.are.equal("established at x1, x16 only", trend(d(1, .5, 1.5), d(.1, -1, 1), d(1, .5, 1.5)))
+        assert.are.equal("within noise at every scale", trend(d(0, 0, 0), {n = 2, mean = 5}, d(.1, -1, 1)))
+    end)
+
     it("says how a claim's effect moves with the tokens per run, and draws it", function()
         local claims = require "harness.claims"
         local cl = {id = "ema_vs_is", text = "EMA below IS", x = "dga_ema", y = "is", metric = "specific_final",
@@ -146,9 +163,10 @@ describe("report", function()
         h.contains(md, "| EMA below IS | t/b3 | x1: ")
         h.contains(md, "<br>x4: ")
         h.contains(md, "<br>x16: ")
-        h.contains(md, "| changes sign |")
+        -- below 0 at x1, its interval holding 0 from x4 on (and no interval with two seeds)
+        h.contains(md, "| fades by x4 |")
         h.contains(md, "| t/binf | x1: ")
-        h.contains(md, "| grows (within noise) |")
+        h.contains(md, "| within noise at every scale |")
         assert.is_nil(md:find("only at x1", 1, true))
         assert.are.equal(2, #series)
         local xs = {}

@@ -156,8 +156,9 @@ describe("reproduction", function()
         -- a log from before study.lua said so: neither claimed
         local old = sitting("")
         assert.is_nil(old.report)
-        md = reproduction.document(a, b, nil, nil, nil, {a_log = old})
+        md = reproduction.document(a, b, old, nil, nil, {a_log = old})
         h.contains(md, "| **study command** | 301 | 0.08 |")
+        h.contains(md, "took 301 s (0.08 h)**, from its start to its end, store builds")
         -- sittings without a report and one with it: the sum holds a report
         local merged = reproduction.merge_logs({none, sitting("== study: report in 1 s")})
         assert.is_true(merged.report)
