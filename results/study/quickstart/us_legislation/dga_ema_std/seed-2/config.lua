@@ -15,6 +15,7 @@ return {
   eval_batch = 16,
   eval_every = 40,
   eval_max = 256,
+  eval_progress_min = 2048,
   generic_heldout = {
     tensor_file = "data/generic_heldout.npy",
   },
@@ -24,6 +25,7 @@ return {
     context = 64,
     heads = 4,
     layers = 2,
+    precision = "fp32",
     vocab = 2048,
     width = 64,
   },
@@ -37,13 +39,18 @@ return {
     lr = 0.0030000000000000001,
     weight_decay = 0.10000000000000001,
   },
+  overlap_allreduce = true,
   policy = {
     beta = 0.10000000000000001,
+    eta = false,
     eta_mode = "std",
+    floor = 9.9999999999999995e-07,
+    init = "uniform",
     name = "dga",
+    target_change = 0.5,
   },
   progress = true,
-  run_dir = "/work/main/results/study/quickstart/us_legislation/dga_ema_std/seed-2",
+  run_dir = "results/study2/quickstart/us_legislation/dga_ema_std/seed-2",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -62,7 +69,7 @@ return {
   },
   steps = 320,
   store = {
-    dir = "/work/study-runs/cache/store_pland634620460a1_L16_s65_v2048_ds1",
+    dir = "/work/study2-wt/runs/cache/store_plan55138920e585_L16_s65_v2048_ds1",
     level = 1,
   },
 }

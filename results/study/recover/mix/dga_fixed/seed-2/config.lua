@@ -25,6 +25,7 @@ return {
   eval_batch = 16,
   eval_every = 60,
   eval_max = 256,
+  eval_progress_min = 2048,
   generic_heldout = {
     tensor_file = "data/generic_heldout.npy",
   },
@@ -34,6 +35,7 @@ return {
     context = 64,
     heads = 4,
     layers = 2,
+    precision = "fp32",
     vocab = 4096,
     width = 96,
   },
@@ -47,14 +49,18 @@ return {
     lr = 0.0030000000000000001,
     weight_decay = 0.10000000000000001,
   },
+  overlap_allreduce = true,
   policy = {
     beta = 1,
     eta = 3,
     eta_mode = "fixed",
+    floor = 9.9999999999999995e-07,
+    init = "uniform",
     name = "dga",
+    target_change = 0.5,
   },
   progress = true,
-  run_dir = "/work/main/results/study/recover/mix/dga_fixed/seed-2",
+  run_dir = "results/study2/recover/mix/dga_fixed/seed-2",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -73,7 +79,7 @@ return {
   },
   steps = 1200,
   store = {
-    dir = "/work/study-runs/cache/store_plan7679991fee8d_L8_s65_v4096_ds1",
+    dir = "/work/study2-wt/runs/cache/store_plan8cd86a8f9a8b_L8_s65_v4096_ds1",
     level = 1,
   },
 }

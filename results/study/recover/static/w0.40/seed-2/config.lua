@@ -25,6 +25,7 @@ return {
   eval_batch = 16,
   eval_every = 60,
   eval_max = 256,
+  eval_progress_min = 2048,
   generic_heldout = {
     tensor_file = "data/generic_heldout.npy",
   },
@@ -37,6 +38,7 @@ return {
     context = 64,
     heads = 4,
     layers = 2,
+    precision = "fp32",
     vocab = 4096,
     width = 96,
   },
@@ -50,11 +52,12 @@ return {
     lr = 0.0030000000000000001,
     weight_decay = 0.10000000000000001,
   },
+  overlap_allreduce = true,
   policy = {
     name = "importance",
   },
   progress = true,
-  run_dir = "/work/main/results/study/recover/static/w0.40/seed-2",
+  run_dir = "results/study2/recover/static/w0.40/seed-2",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -73,7 +76,7 @@ return {
   },
   steps = 1200,
   store = {
-    dir = "/work/study-runs/cache/store_plan7679991fee8d_L8_s65_v4096_ds1",
+    dir = "/work/study2-wt/runs/cache/store_plan8cd86a8f9a8b_L8_s65_v4096_ds1",
     level = 1,
   },
 }

@@ -16,6 +16,7 @@ return {
   eval_batch = 16,
   eval_every = 30,
   eval_max = 256,
+  eval_progress_min = 2048,
   generic_heldout = {
     tensor_file = "data/generic_heldout.npy",
   },
@@ -28,6 +29,7 @@ return {
     context = 64,
     heads = 4,
     layers = 2,
+    precision = "fp32",
     vocab = 4096,
     width = 96,
   },
@@ -41,11 +43,12 @@ return {
     lr = 0.0030000000000000001,
     weight_decay = 0.10000000000000001,
   },
+  overlap_allreduce = true,
   policy = {
     name = "natural",
   },
   progress = true,
-  run_dir = "/work/study-runs/study/lowdata/pubmed_bmc_fulltext/b3/natural/seed-2",
+  run_dir = "results/study2/lowdata/pubmed_bmc_fulltext/b3/natural/seed-2",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -64,7 +67,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/study-runs/cache/store_plan931d103bf28d_L64_s65_v4096_ds1",
+    dir = "/work/study2-wt/runs/cache/store_plandd70f3fea99b_L64_s65_v4096_ds1",
     level = 1,
   },
 }

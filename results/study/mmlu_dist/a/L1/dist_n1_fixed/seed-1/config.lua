@@ -123,6 +123,7 @@ return {
   eval_batch = 16,
   eval_every = 60,
   eval_max = 256,
+  eval_progress_min = 2048,
   generic_heldout = {
     tensor_file = "data/generic_heldout.npy",
   },
@@ -135,6 +136,7 @@ return {
     context = 64,
     heads = 4,
     layers = 2,
+    precision = "fp32",
     vocab = 4096,
     width = 96,
   },
@@ -148,14 +150,18 @@ return {
     lr = 0.0030000000000000001,
     weight_decay = 0.10000000000000001,
   },
+  overlap_allreduce = true,
   policy = {
     beta = 0.10000000000000001,
     eta = 3,
     eta_mode = "fixed",
+    floor = 9.9999999999999995e-07,
+    init = "uniform",
     name = "dga_dist",
+    target_change = 0.5,
   },
   progress = true,
-  run_dir = "/work/main/results/study/mmlu_dist/a/L1/dist_n1_fixed/seed-1",
+  run_dir = "results/study2/mmlu_dist/a/L1/dist_n1_fixed/seed-1",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -174,7 +180,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/study-runs/cache/store_plan27fe8776cee4_L64_64_64_s65_v4096_ds1",
+    dir = "/work/study2-wt/runs/cache/store_plan2f43b5ad2641_L64_64_64_s65_v4096_ds1",
     level = 1,
   },
 }

@@ -110,7 +110,7 @@ return {
     },
     {
       histogram = {
-        tensor_file = "data/basis.12.histogram.npy",
+        tensor_file = "data/is_histogram.npy",
       },
       name = "specific (IS)",
     },
@@ -122,18 +122,20 @@ return {
   eval_batch = 16,
   eval_every = 60,
   eval_max = 256,
+  eval_progress_min = 2048,
   generic_heldout = {
     tensor_file = "data/generic_heldout.npy",
   },
   generic_max = 256,
   heldout_per_domain = 4,
   is_histogram = {
-    tensor_file = "data/basis.12.histogram.npy",
+    tensor_file = "data/is_histogram.npy",
   },
   model = {
     context = 64,
     heads = 4,
     layers = 2,
+    precision = "fp32",
     vocab = 4096,
     width = 96,
   },
@@ -147,11 +149,12 @@ return {
     lr = 0.0030000000000000001,
     weight_decay = 0.10000000000000001,
   },
+  overlap_allreduce = true,
   policy = {
     name = "natural",
   },
   progress = true,
-  run_dir = "/work/main/results/study/mmlu_dist/a/L2/natural/seed-1",
+  run_dir = "results/study2/mmlu_dist/a/L2/natural/seed-1",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -170,7 +173,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/study-runs/cache/store_plan27fe8776cee4_L64_64_64_s65_v4096_ds1",
+    dir = "/work/study2-wt/runs/cache/store_plan2f43b5ad2641_L64_64_64_s65_v4096_ds1",
     level = 2,
   },
 }
