@@ -96,6 +96,8 @@ function format(v, depth, seen, indent)
         if type(mt) == "table" and rawget(mt, "__tostring") then return tostring(v) end
         return format_table(v, depth, seen, indent)
     elseif tv == "function" then
+        -- `help` typed without its parentheses: say how to call it, as Python's REPL does
+        if depth == 0 and v == M.help then return "help is a function: type help().\n" .. M.HELP_ON_HELP end
         local name = function_name(v)
         return name and ("function " .. name) or tostring(v)
     end
