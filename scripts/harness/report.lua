@@ -254,12 +254,34 @@ local function covered(intervals)
     return total
 end
 
+-- The most runs going at once. summary.json's `finished` is to the second, so a run that
+-- starts as another ends may seem to overlap it by up to a second: each run counts as ended a
+-- second early.
+local function most_at_once(intervals)
+    local events = {}
+    for _, iv in ipairs(intervals) do
+        events[#events + 1] = {iv[1], 1}
+        events[#events + 1] = {math.max(iv[1], iv[2] - 1), -1}
+    end
+    table.sort(events, function(p, q)
+        if p[1] ~= q[1] then return p[1] < q[1] end
+        return p[2] < q[2]      -- an end before a start at the same time
+    end)
+    local now, most = 0, 0
+    for _, e in ipairs(events) do
+        now = now + e[2]
+        most = math.max(most, now)
+    end
+    return most
+end
+
 -- How long the study took, from its runs' summary.json alone: per experiment the number of
 -- runs, the sum of their wall seconds and the time during which at least one of its runs was
 -- going (the union of the runs' intervals: a study made in several sittings does not count
 -- the hours between them); and the same for the whole study. Store builds and setup between
 -- runs are not inside it, nor is the report. Returns {rows = {{name, runs, sum, going}},
--- going = whole study's seconds}, or nil when no run recorded its times.
+-- going = whole study's seconds, at_once = the most runs going at once}, or nil when no run
+-- recorded its times.
 function M.timings(study)
     local rows, all = {}, {}
     for _, sec in ipairs(M.sections(study)) do
@@ -276,7 +298,7 @@ function M.timings(study)
         if n > 0 then rows[#rows + 1] = {name = sec.name, runs = n, sum = sum, going = covered(own)} end
     end
     if #rows == 0 then return nil end
-    return {rows = rows, going = covered(all)}
+    return {rows = rows, going = covered(all), at_once = most_at_once(all)}
 end
 
 -- M.timings as a markdown table.
@@ -303,9 +325,9 @@ function M.timing_sentence(study)
         runs = runs + r.runs
     end
     return string.format("The %d runs of these records took %.2f hours with a run going (%s), from their own "
-                         .. "start and end times at `--jobs 2`, the hours between sittings left out "
+                         .. "start and end times (up to %d at a time), the hours between sittings left out "
                          .. "([docs/results.md](docs/results.md#how-long-it-took)).", runs, t.going / 3600,
-                         table.concat(parts, ", "))
+                         table.concat(parts, ", "), t.at_once)
 end
 
 local function copy_file(src, dst)
@@ -413,14 +435,15 @@ function M.results(study, docs, opts)
         local dir = study .. "/" .. sec.name
         if runinfo.is_dir(dir) then out[#out + 1] = section_md(sec, dir, docs, opts) end
     end
-    local timing = M.timing(study)
+    local timing, times = M.timing(study), M.timings(study)
     if timing then
         out[#out + 1] = "## How long it took"
         out[#out + 1] = ""
-        out[#out + 1] = "From the runs' own start and end times (`summary.json`). Runs went two at a time "
-                        .. "(`--jobs 2`, one thread each), so the sum of run times is about twice the time with "
-                        .. "a run going. That time leaves out store builds and setup when no run was going, the "
-                        .. "report, and the hours between sittings of a study made in several."
+        out[#out + 1] = string.format("From the runs' own start and end times (`summary.json`). Up to %d run%s "
+                        .. "went at a time, so the sum of run times can be up to %d times the time with a run "
+                        .. "going. That time leaves out store builds and setup when no run was going, the "
+                        .. "report, and the hours between sittings of a study made in several.", times.at_once,
+                        times.at_once == 1 and "" or "s", times.at_once)
         out[#out + 1] = ""
         out[#out + 1] = timing
         out[#out + 1] = ""

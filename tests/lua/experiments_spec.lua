@@ -312,9 +312,14 @@ describe("report", function()
                                                    seconds = 0, same_as = "m/a", metrics = {x = 1}}))
         local md = report.timing(study)
         local sentence = report.timing_sentence(study)
+        -- a run that started in the second another ended (finished is to the second) is not a third at once
+        run("recover", "m/c", 1, "2026-11-25T10:02:30Z", 50.4)     -- from 10:01:39.6, beside t/b
+        assert.are.equal(2, report.timings(study).at_once)
+        run("recover", "m/d", 1, "2026-11-25T10:01:50Z", 60)     -- 10:00:50-10:01:50: three at once
+        assert.are.equal(3, report.timings(study).at_once)
         h.rm(study)
         h.contains(sentence, "The 3 runs of these records took 0.05 hours with a run going (lowdata 0.03 h, "
-                             .. "recover 0.02 h)")
+                             .. "recover 0.02 h), from their own start and end times (up to 2 at a time)")
         h.contains(md, "| lowdata | 2 | 190 | 120 (0.03 h) |")
         h.contains(md, "| recover | 1 | 60 | 60 (0.02 h) |")
         h.contains(md, "| **whole study** | | | 180 (0.05 h) |")
