@@ -240,6 +240,13 @@ static json_t *u64_array(const int64_t *v, int n)
     return a;
 }
 
+/* A store must be the same whatever thread count the process that builds it runs with (a
+ * store is cached and shared by runs with other counts). OpenBLAS splits a matrix-vector
+ * product differently over 1 and 2 threads, and the last bits move points between clusters, so
+ * every store is embedded and clustered with this many BLAS threads. 2: the count the committed
+ * study's lowdata store was built with. */
+#define STORE_BLAS_THREADS 2
+
 static dga_status write_manifest(const dga_store_builder *b, const dga_store_write_opts *o,
                                  const dga_embedder *emb, const dga_hkmeans *h, const char *dir,
                                  const char *tok_dtype, const int64_t *source_seqs)
@@ -270,6 +277,7 @@ static dga_status write_manifest(const dga_store_builder *b, const dga_store_wri
     json_t *km = json_object();
     json_object_set_new(km, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(km, "iters", json_integer(o->iters > 0 ? o->iters : 25));
+    json_object_set_new(km, "blas_threads", json_integer(STORE_BLAS_THREADS));
     json_object_set_new(m, "kmeans", km);
     json_object_set_new(m, "tokenizer",
                         o->tokenizer_path ? json_string("tokenizer.json") : json_null());
@@ -441,13 +449,15 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
     size_t *lens = malloc((size_t)n * sizeof *lens);
     dga_hkmeans h = {0};
     char tmp[4096];
-    int made_tmp = 0;
+    int made_tmp = 0, caller_threads = 0;
     if (!x || !texts || !lens) {
         st = dga_fail(DGA_ERR_NOMEM, "store: out of memory for %lld embeddings", (long long)n);
         goto done;
     }
     for (int64_t r = 0; r < n; r++)
         if ((st = decode_seq(b, o, r, &texts[r], &lens[r]))) goto done;
+    caller_threads = openblas_get_num_threads();
+    openblas_set_num_threads(STORE_BLAS_THREADS);
     if (emb->fit_add) {
         for (int64_t r = 0; r < n; r++)
             if ((st = emb->fit_add(emb, texts[r], lens[r]))) goto done;
@@ -466,6 +476,8 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
     dga_kmeans_opts ko = {.iters = o->iters, .seed = o->seed, .spherical = o->spherical,
                           .verbose = o->verbose};
     if ((st = dga_kmeans_hierarchical(x, n, dim, o->levels, o->nlevels, &ko, &h))) goto done;
+    openblas_set_num_threads(caller_threads);
+    caller_threads = 0;
     if (o->verbose) {
         fprintf(stderr, "store: clustered into");
         for (int l = 0; l < o->nlevels; l++) fprintf(stderr, " %lld", (long long)h.k[l]);
@@ -508,6 +520,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
         made_tmp = 0;
     }
 done:
+    if (caller_threads > 0) openblas_set_num_threads(caller_threads);
     if (made_tmp) {
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", dga_last_error());
