@@ -1,4 +1,4 @@
-/* Time of one alignment round (DESIGN.md section 5) by method: exact, fd and jvp.
+/* Time of one alignment round by method: exact, fd and jvp.
  *
  *   bench_align [build_dir] [threads ...]      (default threads: $OPENBLAS_NUM_THREADS, or 1 2)
  *

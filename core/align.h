@@ -1,4 +1,4 @@
-/* Gradient alignment (DGA, DESIGN.md section 5; "exact" mode described here, "fd" and "jvp"
+/* Gradient alignment (DGA; "exact" mode described here, "fd" and "jvp"
  * at dga_align_method).
  *
  *   a_i = < grad l(theta, x_i), grad l'(theta, z) >
@@ -24,8 +24,8 @@
 #include "status.h"
 
 /* exact: one backward per domain batch (the paper's method, the reference).
- * fd: central difference of each domain loss along the target gradient (DESIGN.md section
- *     5): a_i ~ (l(theta + h g_t, x_i) - l(theta - h g_t, x_i)) / 2h, h = fd_eps / |g_t|,
+ * fd: central difference of each domain loss along the target gradient:
+ *     a_i ~ (l(theta + h g_t, x_i) - l(theta - h g_t, x_i)) / 2h, h = fd_eps / |g_t|,
  *     forward-only passes (dga_model_eval); theta is backed up in the model's gradient buffer
  *     and restored bit for bit. Gives no per-domain gradient norms (grad_norm = NaN);
  *     loss_i is the mean of the two perturbed losses (O(h^2) from l(theta)).

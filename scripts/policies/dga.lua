@@ -1,4 +1,4 @@
--- dga: Dynamic Gradient Alignment (Fan, Grangier & Ablin, 2024; DESIGN.md section 1).
+-- dga: Dynamic Gradient Alignment (Fan, Grangier & Ablin, 2024).
 --
 -- Every T_r steps (the trainer calls update then), at the current parameters:
 --   a_i   = < grad l(theta, x_i), grad l'(theta, z) >     (ctx:align(): x_i from domain i,
@@ -7,7 +7,7 @@
 --   ema   <- (1 - beta) ema + beta alpha                    (training samples from ema)
 -- The sign is +eta a: the paper's Algorithm 1 prints exp(-eta a), but its derivation
 -- (df/dalpha_i = -rho a_i) and DoGE both give +eta a -- domains whose gradient points
--- along the target gradient gain weight (DESIGN.md section 1).
+-- along the target gradient gain weight.
 --
 -- Options (defaults): beta = 0.1 (1 = DGA without EMA); eta_mode = "std" sets
 -- eta = target_change / std_i(a) each update (target_change = 0.5: the log-weights move by

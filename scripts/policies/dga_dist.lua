@@ -1,4 +1,4 @@
--- dga_dist: distribution reweighting (DESIGN.md section 1). DGA run over the N basis
+-- dga_dist: distribution reweighting (Fan, Grangier & Ablin, 2024, section 3.2). DGA run over the N basis
 -- distributions p_1..p_N (columns of P = ctx.basis, k x N) instead of the k leaf domains:
 -- each mix(p_j) is one "domain", ctx:align() draws its probe batch j from mix(p_j), and
 -- alpha_dist lives in the N-simplex. The weights returned are over the N bases (ctx.k = N

@@ -1,4 +1,4 @@
--- importance: importance sampling (DESIGN.md section 1). alpha_i = share of the specific
+-- importance: importance sampling, the paper's baseline. alpha_i = share of the specific
 -- examples whose nearest domain centroid is i: the IS histogram, given as ctx.is_histogram
 -- (the store computes it: s:histogram(texts, level)). Fixed for the run; sparse when the
 -- specific set is small, which is why it repeats its few domains in the token-limited regime.
