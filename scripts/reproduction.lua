@@ -22,13 +22,13 @@ local progress = require "util.progress"
 local M = {}
 
 -- study.lua's "== study:" lines: {commands = {name = cmd}, seconds = {name = s}, total = s,
--- failed = {name = true}, interrupted = {name = true}}. A sitting that was stopped (killed,
+-- failed = {name = true}, interrupted = {name = true}, ran = {name = true when it ran runs}}. A sitting that was stopped (killed,
 -- or its session ended) has no "finished in" line for its last experiment nor an "in all"
 -- line: that experiment counts to the elapsed time of its last finished run (the sweep's
 -- "run i of n: ..., 1:02:03 elapsed" lines, setup not included: a lower bound), and the
 -- sitting's total is the sum of its experiments'.
 function M.parse_log(text)
-    local res = {commands = {}, seconds = {}, failed = {}, interrupted = {}}
+    local res = {commands = {}, seconds = {}, failed = {}, interrupted = {}, ran = {}}
     local pending, current, started, elapsed = nil, nil, {}, {}
     for line in (text .. "\n"):gmatch("([^\n]*)\n") do
         if pending then
@@ -41,7 +41,7 @@ function M.parse_log(text)
             started[#started + 1] = name
         end
         local ran = line:match("^run %d+ of %d+: .-, ([%d:]+) elapsed")
-        if ran and current then elapsed[current] = progress.parse_duration(ran) end
+        if ran and current then elapsed[current], res.ran[current] = progress.parse_duration(ran), true end
         local n, how, s = line:match("^== study: ([%w_]+) (%a+) in (%d+) s$")
         if n then
             res.seconds[n] = tonumber(s)
@@ -65,10 +65,23 @@ end
 
 -- Several sittings' logs as one: each experiment's seconds and the totals summed, its
 -- command the last one given, failed when its last sitting did not finish it; the number of
--- sittings that were stopped before they finished.
+-- sittings that were stopped before they finished. An experiment that one sitting finished
+-- and a later one ran runs of again was made again (its records removed first): only the
+-- later making counts, and it is marked `remade`.
 function M.merge_logs(logs)
-    local res = {commands = {}, seconds = {}, failed = {}, interrupted = {}, sittings = #logs, stopped = 0}
+    local res = {commands = {}, seconds = {}, failed = {}, interrupted = {}, remade = {}, sittings = #logs,
+                 stopped = 0}
+    local finished = {}
     for _, log in ipairs(logs) do
+        for name in pairs(log.ran or {}) do
+            if finished[name] then
+                if res.total then res.total = res.total - res.seconds[name] end
+                res.seconds[name], res.remade[name], res.interrupted[name] = 0, true, nil
+            end
+        end
+        for name, s in pairs(log.seconds) do
+            finished[name] = not log.failed[name] and not (log.interrupted or {})[name]
+        end
         for name, cmd in pairs(log.commands) do res.commands[name] = cmd end
         for name, s in pairs(log.seconds) do
             res.seconds[name] = (res.seconds[name] or 0) + s
@@ -121,9 +134,11 @@ local function how_long(out, which, dir, sections, log)
         for _, sec in ipairs(sections) do
             local s = log.seconds[sec.name]
             if s then
-                out[#out + 1] = string.format("| %s%s%s | %d | %.2f |", sec.name,
+                out[#out + 1] = string.format("| %s%s%s%s | %d | %.2f |", sec.name,
                                               log.failed[sec.name] and " (FAILED)" or "",
                                               (log.interrupted or {})[sec.name] and " (a sitting stopped)" or "",
+                                              (log.remade or {})[sec.name]
+                                                  and " (made again; its first making not counted)" or "",
                                               s, s / 3600)
             end
         end

@@ -142,6 +142,36 @@ describe("reproduction", function()
         assert.is_nil(part:find("summary.json", 1, true))
     end)
 
+    it("counts only the later making of an experiment made again in a later sitting", function()
+        local again = reproduction.parse_log(table.concat({
+            "== study: lowdata",
+            "./dgalua experiments/lowdata.lua --out again/lowdata",
+            "run 1 of 2: t/b3/natural, seed 1, 0:40 elapsed, ETA 0:40  (again/lowdata/t/b3/natural/seed-1/log.txt)",
+            "== study: lowdata finished in 1000 s",
+            "== study: 1005 s in all",
+        }, "\n") .. "\n")
+        assert.is_true(again.ran.lowdata)
+        local merged = reproduction.merge_logs({reproduction.parse_log(LOG), again})
+        assert.are.equal(1000, merged.seconds.lowdata)
+        assert.is_true(merged.remade.lowdata)
+        assert.are.equal(12, merged.seconds.recover)
+        assert.are.equal(2600 - 2510 + 1005, merged.total)
+        local md = reproduction.document(a, b, nil, nil, nil, {a_log = merged})
+        h.contains(md, "| lowdata (made again; its first making not counted) | 1000 | 0.28 |")
+        -- a later sitting that finds every run done runs none: it adds its time, nothing is made again
+        local resumed = reproduction.parse_log("== study: lowdata\ncmd\n== study: lowdata finished in 3 s\n"
+                                               .. "== study: 4 s in all\n")
+        local both = reproduction.merge_logs({reproduction.parse_log(LOG), resumed})
+        assert.are.equal(2513, both.seconds.lowdata)
+        assert.is_nil(both.remade.lowdata)
+        -- a stopped sitting resumed is not a second making either (LOG's first line ran a run)
+        local stopped = reproduction.parse_log("== study: lowdata\ncmd\nrun 1 of 9: t/b3/natural, seed 1, 0:10 "
+                                               .. "elapsed, ETA 1:00  (x)\n")
+        local resumed2 = reproduction.merge_logs({stopped, reproduction.parse_log(LOG)})
+        assert.are.equal(10 + 2510, resumed2.seconds.lowdata)
+        assert.is_nil(resumed2.remade.lowdata)
+    end)
+
     it("says whether the study command's time holds a report, and only when its log says", function()
         local function sitting(last)
             return reproduction.parse_log(table.concat({"== study: recover", "./dgalua experiments/recover.lua",
