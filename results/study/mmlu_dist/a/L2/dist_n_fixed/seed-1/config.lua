@@ -155,7 +155,7 @@ return {
     target_change = 0.5,
   },
   progress = true,
-  run_dir = "results/study2/mmlu_dist/a/L2/dist_n_fixed/seed-1",
+  run_dir = "results/study/mmlu_dist/a/L2/dist_n_fixed/seed-1",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -174,7 +174,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/study2-wt/runs/cache/store_plan2f43b5ad2641_L64_64_64_s65_v4096_ds1",
+    dir = "/work/mm-wt/runs/cache/store_planf9f8b03f08b5_L64_64_64_s65_v4096_ds1",
     level = 2,
   },
 }
