@@ -22,7 +22,8 @@ local progress = require "util.progress"
 local M = {}
 
 -- study.lua's "== study:" lines: {commands = {name = cmd}, seconds = {name = s}, total = s,
--- failed = {name = true}, interrupted = {name = true}, ran = {name = true when it ran runs}}. A sitting that was stopped (killed,
+-- failed = {name = true}, interrupted = {name = true}, ran = {name = true when it ran runs},
+-- report = true | false | nil (the log does not say)}. A sitting that was stopped (killed,
 -- or its session ended) has no "finished in" line for its last experiment nor an "in all"
 -- line: that experiment counts to the elapsed time of its last finished run (the sweep's
 -- "run i of n: ..., 1:02:03 elapsed" lines, setup not included: a lower bound), and the
@@ -79,14 +80,12 @@ function M.merge_logs(logs)
                 res.seconds[name], res.remade[name], res.interrupted[name] = 0, true, nil
             end
         end
-        for name, s in pairs(log.seconds) do
-            finished[name] = not log.failed[name] and not (log.interrupted or {})[name]
-        end
         for name, cmd in pairs(log.commands) do res.commands[name] = cmd end
         for name, s in pairs(log.seconds) do
             res.seconds[name] = (res.seconds[name] or 0) + s
             res.failed[name] = log.failed[name]
             if (log.interrupted or {})[name] then res.interrupted[name] = true end
+            finished[name] = not log.failed[name] and not (log.interrupted or {})[name]
         end
         if log.total then res.total = (res.total or 0) + log.total end
         if log.total_interrupted then res.stopped = res.stopped + 1 end
@@ -113,12 +112,13 @@ local function stopped_note(log)
                          n > 1 and "each is" or "it is")
 end
 
--- Whether the study command's time holds its report: study.lua's log says so (logs written
--- before it did say nothing, and neither does this).
+-- Whether the study command's time holds its report, as study.lua's log says (logs written
+-- before it did say nothing, and neither does this): the time table's words and the headline's.
+local REPORT_WORDS = {[true] = {row = ", report included", ends = "the end of its report"},
+                      [false] = {row = ", no report", ends = "its end (it wrote no report)"}}
 local function report_words(log)
-    if log.report == true then return ", report included" end
-    if log.report == false then return ", no report" end
-    return ""
+    if log.report == nil then return {row = "", ends = "its end"} end
+    return REPORT_WORDS[log.report]
 end
 
 -- "## How long X took": each experiment's command time from X's study log(s), when given, and
@@ -145,7 +145,7 @@ local function how_long(out, which, dir, sections, log)
         if log.total then
             out[#out + 1] = string.format("| **study command%s%s** | %d | %.2f |",
                                           (log.sittings or 1) > 1 and string.format(" (%d sittings)", log.sittings)
-                                          or "", report_words(log), log.total, log.total / 3600)
+                                          or "", report_words(log).row, log.total, log.total / 3600)
         end
         out[#out + 1] = ""
         local note = stopped_note(log)
@@ -223,9 +223,7 @@ function M.document(a, b, log, note, except, opts)
                                       (log.sittings or 1) > 1 and string.format(" (in %d sittings, summed)",
                                                                                 log.sittings) or "",
                                       log.total, log.total / 3600,
-                                      log.report and "the end of its report"
-                                          or (log.report == false and "its end (it wrote no report)" or "its end"),
-                                      stopped_note(log))
+                                      report_words(log).ends, stopped_note(log))
     end
     out[#out + 1] = ""
     for _, line in ipairs(body) do out[#out + 1] = line end

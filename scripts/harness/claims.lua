@@ -240,7 +240,7 @@ function M.scale_trend(ds, scales)
             local a, b = math.abs(ds[i - 1].mean), math.abs(ds[i].mean)
             if b < a then up = false end
             if b > a then down = false end
-            if math.abs(ds[i].mean) > math.abs(ds[top].mean) then top = i end
+            if b > math.abs(ds[top].mean) then top = i end
         end
         if up then return "grows" end
         if down then return "shrinks" end

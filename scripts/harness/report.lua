@@ -301,9 +301,9 @@ function M.timings(study)
     return {rows = rows, going = covered(all), at_once = most_at_once(all)}
 end
 
--- M.timings as a markdown table.
-function M.timing(study)
-    local t = M.timings(study)
+-- M.timings as a markdown table (t: M.timings(study), when the caller has it already).
+function M.timing(study, t)
+    t = t or M.timings(study)
     if not t then return nil end
     local lines = {}
     for _, r in ipairs(t.rows) do
@@ -435,8 +435,8 @@ function M.results(study, docs, opts)
         local dir = study .. "/" .. sec.name
         if runinfo.is_dir(dir) then out[#out + 1] = section_md(sec, dir, docs, opts) end
     end
-    local timing, times = M.timing(study), M.timings(study)
-    if timing then
+    local times = M.timings(study)
+    if times then
         out[#out + 1] = "## How long it took"
         out[#out + 1] = ""
         out[#out + 1] = string.format("From the runs' own start and end times (`summary.json`). Up to %d run%s "
@@ -445,7 +445,7 @@ function M.results(study, docs, opts)
                         .. "report, and the hours between sittings of a study made in several.", times.at_once,
                         times.at_once == 1 and "" or "s", times.at_once)
         out[#out + 1] = ""
-        out[#out + 1] = timing
+        out[#out + 1] = M.timing(study, times)
         out[#out + 1] = ""
     end
     local text = table.concat(out, "\n") .. "\n"
