@@ -243,9 +243,21 @@ static json_t *u64_array(const int64_t *v, int n)
 /* A store must be the same whatever thread count the process that builds it runs with (a
  * store is cached and shared by runs with other counts). OpenBLAS splits a matrix-vector
  * product differently over 1 and 2 threads, and the last bits move points between clusters, so
- * every store is embedded and clustered with this many BLAS threads. 2: the count the committed
- * study's lowdata store was built with. */
+ * every store is embedded and clustered with this many BLAS threads, and texts are assigned to
+ * its clusters (histograms, nearest domains) with the same count, so that an IS histogram does
+ * not depend on the caller's count either. 2: the count the second edition's lowdata store was
+ * built with. */
 #define STORE_BLAS_THREADS 2
+
+/* Sets the store's BLAS thread count and returns the caller's, for store_blas_leave. */
+static int store_blas_enter(void)
+{
+    int caller = openblas_get_num_threads();
+    openblas_set_num_threads(STORE_BLAS_THREADS);
+    return caller;
+}
+
+static void store_blas_leave(int caller) { openblas_set_num_threads(caller); }
 
 static dga_status write_manifest(const dga_store_builder *b, const dga_store_write_opts *o,
                                  const dga_embedder *emb, const dga_hkmeans *h, const char *dir,
@@ -456,8 +468,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
     }
     for (int64_t r = 0; r < n; r++)
         if ((st = decode_seq(b, o, r, &texts[r], &lens[r]))) goto done;
-    caller_threads = openblas_get_num_threads();
-    openblas_set_num_threads(STORE_BLAS_THREADS);
+    caller_threads = store_blas_enter();
     if (emb->fit_add) {
         for (int64_t r = 0; r < n; r++)
             if ((st = emb->fit_add(emb, texts[r], lens[r]))) goto done;
@@ -476,7 +487,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
     dga_kmeans_opts ko = {.iters = o->iters, .seed = o->seed, .spherical = o->spherical,
                           .verbose = o->verbose};
     if ((st = dga_kmeans_hierarchical(x, n, dim, o->levels, o->nlevels, &ko, &h))) goto done;
-    openblas_set_num_threads(caller_threads);
+    store_blas_leave(caller_threads);
     caller_threads = 0;
     if (o->verbose) {
         fprintf(stderr, "store: clustered into");
@@ -520,7 +531,7 @@ dga_status dga_store_builder_write(dga_store_builder *b, const char *dir_arg,
         made_tmp = 0;
     }
 done:
-    if (caller_threads > 0) openblas_set_num_threads(caller_threads);
+    if (caller_threads > 0) store_blas_leave(caller_threads);
     if (made_tmp) {
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", dga_last_error());
@@ -971,8 +982,10 @@ dga_status dga_store_histogram(const dga_store *s, int level, int64_t n,
         st = dga_fail(DGA_ERR_INVALID, "histogram: none of the %lld texts has a word to embed", (long long)n);
         goto done;
     }
-    if ((st = dga_kmeans_assign(x, m, dim, s->centroids[level].data, (int)k, s->spherical, a, NULL)))
-        goto done;
+    int caller_threads = store_blas_enter();
+    st = dga_kmeans_assign(x, m, dim, s->centroids[level].data, (int)k, s->spherical, a, NULL);
+    store_blas_leave(caller_threads);
+    if (st) goto done;
     for (int64_t d = 0; d < k; d++) hist[d] = 0;
     for (int64_t i = 0; i < m; i++) hist[a[i]] += 1.0f;
     for (int64_t d = 0; d < k; d++) hist[d] /= (float)m;
@@ -996,7 +1009,9 @@ dga_status dga_store_nearest(const dga_store *s, int level, const char *text, si
     }
     if ((st = s->emb->embed(s->emb, text, len, x))) goto done;
     const float *c = s->centroids[level].data;
+    int caller_threads = store_blas_enter();
     cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)k, dim, 1.0f, c, dim, x, 1, 0.0f, sc, 1);
+    store_blas_leave(caller_threads);
     if (!s->spherical) {
         double xn = 0;
         for (int t = 0; t < dim; t++) xn += (double)x[t] * x[t];

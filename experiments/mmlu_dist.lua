@@ -36,6 +36,7 @@ local function options(p)
     p:option("--eta", "Fixed DGA step size.", tostring(ETA)):convert(tonumber)
 end
 
+-- The full model is lowdata's (2 layers, width 96, a 2,048-word vocabulary; lowdata.lua says why).
 local function make_preset(a)
     local preset = a.quick and {
     max_mb = 0.2, seq_len = 65, vocab = 2048, steps = 120, batch = 16, T_r = 3,
@@ -43,7 +44,7 @@ local function make_preset(a)
     basis_docs = 6, basis_heldout = 8, spec_heldout = 32, eval = 200, score = 60,
     levels = "8,8,8", specific = "dev",
 } or {
-    max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 600, batch = 16, T_r = 15,
+    max_mb = 0.6, seq_len = 65, vocab = 2048, steps = 600, batch = 16, T_r = 15,
     eval_every = 60, layers = 2, width = 96, heads = 4, align_batch = 2, lr = 3e-3,
     basis_docs = 20, basis_heldout = 16, spec_heldout = 64, eval = 1500, score = 500,
     levels = "64,64,64", specific = "a,dev",

@@ -34,13 +34,14 @@ local function options(p)
     p:option("--grid", "Static mixtures: weights of the first source domain, comma separated.")
 end
 
+-- The full model is lowdata's (2 layers, width 96, a 2,048-word vocabulary; lowdata.lua says why).
 local function make_preset(a)
     local preset = a.quick and {
     max_mb = 0.3, seq_len = 65, vocab = 2048, steps = 240, batch = 16, T_r = 6,
     eval_every = 40, layers = 2, width = 64, heads = 4, align_batch = 4, lr = 3e-3, n_spec = 160,
     grid = "0,0.5,1",
 } or {
-    max_mb = 0.6, seq_len = 65, vocab = 4096, steps = 1200, batch = 16, T_r = 20,
+    max_mb = 0.6, seq_len = 65, vocab = 2048, steps = 1200, batch = 16, T_r = 20,
     eval_every = 60, layers = 2, width = 96, heads = 4, align_batch = 8, lr = 3e-3, n_spec = 320,
     grid = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1",
 }

@@ -210,6 +210,18 @@ static void histogram_puts_mass_on_the_source_domain(void **state)
     double in = 0;
     for (int64_t j = lf; j < lf + lc; j++) in += h1[j];
     assert_float_equal(in, 1.0, 1e-6);
+    /* Texts are assigned with the store's own BLAS thread count: the same histogram under 1 and
+     * 3 threads, and the caller's count given back. */
+    int caller = openblas_get_num_threads();
+    float *h3 = malloc((size_t)kleaf * sizeof *h3);
+    for (int c = 1; c <= 3; c += 2) {
+        openblas_set_num_threads(c);
+        assert_int_equal(dga_store_histogram(s, 1, 10, (const char *const *)texts, NULL, h3, NULL), DGA_OK);
+        assert_int_equal(openblas_get_num_threads(), c);
+        assert_memory_equal(h1, h3, (size_t)kleaf * sizeof *h3);
+    }
+    openblas_set_num_threads(caller);
+    free(h3);
     free(h1);
     /* nearest ranks the beta domain first. */
     int64_t ids[2];
@@ -217,6 +229,7 @@ static void histogram_puts_mass_on_the_source_domain(void **state)
     int got;
     assert_int_equal(dga_store_nearest(s, 0, texts[0], strlen(texts[0]), 5, ids, sc, &got), DGA_OK);
     assert_int_equal(got, 2);
+    assert_int_equal(openblas_get_num_threads(), caller);
     assert_int_equal(ids[0], beta_domain);
     assert_true(sc[0] >= sc[1]);
     /* Only wordless texts: an error. */
