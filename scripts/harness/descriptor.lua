@@ -183,6 +183,16 @@ function M.main(d, argv)
         return data
     end
     local cells = d.cells(x)
+    -- The preset's plain settings (model, steps, data sizes) go into every cell, so a finished
+    -- run made under other settings (an edited preset, --out reused) is refused like a run of
+    -- another cell, instead of being reported as this configuration's. Its tables (lists made
+    -- from the options) are left out: the options themselves are in the command's key.
+    local settings = {}
+    for k, v in pairs(x.preset) do
+        local t = type(v)
+        if type(k) == "string" and (t == "number" or t == "string" or t == "boolean") then settings[k] = v end
+    end
+    for _, cell in ipairs(cells) do cell.preset = settings end
     -- The data before the sweep: its children then find the store cached (and the leakage
     -- check has passed before any training).
     x.data()
