@@ -304,6 +304,54 @@ function M.scale_table(decided)
            .. table.concat(lines, "\n") .. "\n", series
 end
 
+-- The same claims decided in two studies (one design under two configurations, say): group by
+-- group, both effects and verdicts. Returns the markdown (nil when no (claim, group) is decided
+-- in both) and the counts: total (decided in both), same (the same verdict), opposite
+-- (supported in one, contradicted in the other), here_only, there_only.
+function M.agreement(here, there)
+    local function index(decided)
+        local by, order = {}, {}
+        for _, sec in ipairs(decided) do
+            for _, r in ipairs(sec.rows) do
+                local key = sec.name .. "\0" .. r.claim.id .. "\0" .. r.group
+                by[key] = {section = sec.name, row = r}
+                order[#order + 1] = key
+            end
+        end
+        return by, order
+    end
+    local a, order = index(here)
+    local b, b_order = index(there)
+    local n = {total = 0, same = 0, opposite = 0, here_only = 0, there_only = 0}
+    local lines = {}
+    for _, key in ipairs(order) do
+        local x, y = a[key].row, b[key] and b[key].row
+        if not y then
+            n.here_only = n.here_only + 1
+        else
+            n.total = n.total + 1
+            local vx, vy = M.verdict_word(x.verdict), M.verdict_word(y.verdict)
+            local mark = "same"
+            if vx == vy then
+                n.same = n.same + 1
+            elseif (vx == "supported" and vy == "contradicted") or (vx == "contradicted" and vy == "supported") then
+                n.opposite = n.opposite + 1
+                mark = "**opposite**"
+            else
+                mark = "differs"
+            end
+            lines[#lines + 1] = string.format("| %s | %s: %s | %s, %s | %s, %s | %s |", cell_md(x.claim.text),
+                a[key].section, x.group, cell_md(fmt_summary(x.d)), vx, cell_md(fmt_summary(y.d)), vy, mark)
+        end
+    end
+    for _, key in ipairs(b_order) do
+        if not a[key] then n.there_only = n.there_only + 1 end
+    end
+    if n.total == 0 then return nil, n end
+    return "| claim | where | here: effect, verdict | there: effect, verdict | |\n|---|---|---|---|---|\n"
+           .. table.concat(lines, "\n") .. "\n", n
+end
+
 -- The scale figure's panels: one per metric and policy compared against, in the order first
 -- seen. A gap in nats, a count of spikes and an L1 change share no axis, nor do ten nats
 -- against IS and a few hundredths against natural.

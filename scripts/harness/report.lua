@@ -1,6 +1,7 @@
 -- The study's report, generated from the run directories alone: no number is copied by hand.
 --
 --   dgalua scripts/report.lua [--study runs/study] [--docs docs] [--no-plot] [--readme README.md]
+--                              [--against OTHER_STUDY [--against-note TEXT]]
 --   (the command; this is its module, harness/report.lua)
 --
 -- reads <study>/{lowdata,mmlu_dist,recover,quickstart}/**/summary.json (written by
@@ -435,6 +436,9 @@ function M.results(study, docs, opts)
         local dir = study .. "/" .. sec.name
         if runinfo.is_dir(dir) then out[#out + 1] = section_md(sec, dir, docs, opts) end
     end
+    if opts.against then
+        out[#out + 1] = M.agreement_md(study, sections, opts.against, opts.against_note)
+    end
     local times = M.timings(study)
     if times then
         out[#out + 1] = "## How long it took"
@@ -452,6 +456,28 @@ function M.results(study, docs, opts)
     remove_stale_figures(docs, sections, text)
     runinfo.write_atomic(docs .. "/results.md", text)
     if not opts.quiet then print("wrote " .. docs .. "/results.md") end
+end
+
+-- results.md's section on the same claims in another study (`against`, described by `note`):
+-- how many verdicts agree, then every (claim, group) decided in both.
+function M.agreement_md(study, sections, against, note)
+    if not runinfo.is_dir(against) then error("report: --against " .. against .. " is not a directory", 0) end
+    local md, n = claims_of.agreement(M.decided(study, sections), M.decided(against, M.sections(against)))
+    local out = {"## The same claims in another study", "",
+                 string.format("Here: `%s`; there: `%s`%s.", study, against, note and (" (" .. note .. ")") or "")}
+    if not md then
+        out[#out + 1] = "No claim is decided in the same group in both."
+        return table.concat(out, "\n") .. "\n"
+    end
+    local differ = n.total - n.same - n.opposite
+    out[#out + 1] = string.format("Of the %d claims-in-a-group decided in both, %d have the same verdict, %d differ by a "
+        .. "step (one of the two not established) and %d are opposite (supported in one, contradicted in the other).%s%s",
+        n.total, n.same, differ, n.opposite,
+        n.here_only > 0 and string.format(" %d are decided here only.", n.here_only) or "",
+        n.there_only > 0 and string.format(" %d are decided there only.", n.there_only) or "")
+    out[#out + 1] = ""
+    out[#out + 1] = md
+    return table.concat(out, "\n")
 end
 
 -- Replaces what stands between "<!-- results:begin -->" and "<!-- results:end -->" in `path`
@@ -475,9 +501,13 @@ function M.main(args)
     p:flag("--no-plot", "Tables only.")
     p:option("--note", "A line said first in results.md (e.g. what configuration the runs had).")
     p:option("--readme", "Instead: rewrite the results digest between the markers of this README.")
+    p:option("--against", "Another study's output directory: results.md then says, claim by claim and group by "
+             .. "group, where its verdicts agree with this study's.")
+    p:option("--against-note", "What the other study is (said beside its directory).")
     local a = p:parse(args)
     if a.readme then return M.write_readme(a.study, a.readme) end
-    M.results(a.study, a.docs, {plot = not a.no_plot, note = a.note})
+    M.results(a.study, a.docs, {plot = not a.no_plot, note = a.note, against = a.against,
+                                against_note = a.against_note})
 end
 
 return M

@@ -144,6 +144,19 @@ describe("experiment descriptors", function()
                          .. "--study results/study --readme README.md")
     end)
 
+    it("compares the committed study's verdicts with another study's (--against), and refuses a missing one", function()
+        local report = require "harness.report"
+        local md = report.agreement_md("results/study", report.sections("results/study"), "results/study", "itself")
+        local total = tonumber(md:match("Of the (%d+) claims%-in%-a%-group decided in both"))
+        assert.is_truthy(total and total > 40, md:sub(1, 300))
+        h.contains(md, string.format("%d have the same verdict, 0 differ by a step (one of the two not established) "
+                                     .. "and 0 are opposite", total))
+        h.contains(md, "Here: `results/study`; there: `results/study` (itself).")
+        local ok, err = pcall(report.agreement_md, "results/study", report.sections("results/study"), "no/such/study")
+        assert.is_false(ok)
+        h.contains(err, "--against no/such/study is not a directory")
+    end)
+
     it("reports a repository experiment with today's descriptor, not the copy its runs name", function()
         local study, other = h.tmpdir("stale"), h.tmpdir("checkout")
         -- runs made from another checkout, whose descriptor has an older title
@@ -225,7 +238,7 @@ describe("experiment descriptors", function()
         assert.are_not.equal(src, edited)
         h.write(dir .. "/toy.lua", edited)
         code, stdout, stderr = run()
-        assert.are_not.equal(0, code)
+        assert.are_not.equal(0, code, stdout)
         h.contains(stderr, "finished with another definition of cell toy/uniform")
         h.contains(stderr, '"steps":8')
         h.contains(stderr, '"steps":9')

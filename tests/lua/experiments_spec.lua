@@ -195,6 +195,31 @@ describe("report", function()
         h.rm(dir)
     end)
 
+    it("says where two studies' verdicts on the same claims agree, group by group", function()
+        local claims = require "harness.claims"
+        local below = {id = "below", text = "a below b", x = "a", y = "b", metric = "m", better = "lower"}
+        local function row(group, mean, lo, hi)
+            local d = {n = 3, mean = mean, ci_lo = lo, ci_hi = hi}
+            return {claim = below, group = group, d = d, verdict = claims.verdict(d, "lower")}
+        end
+        local here = {{name = "e", rows = {row("g1", -0.3, -0.4, -0.2), row("g2", -0.3, -0.4, -0.2),
+                                           row("g3", 0.3, 0.2, 0.4), row("g4", -0.1, -0.2, 0.1)}}}
+        local there = {{name = "e", rows = {row("g1", -0.5, -0.6, -0.4), row("g2", 0.05, -0.1, 0.2),
+                                            row("g3", -0.3, -0.4, -0.2), row("g5", 1, 0.5, 1.5)}}}
+        local md, n = claims.agreement(here, there)
+        assert.are.same({total = 3, same = 1, opposite = 1, here_only = 1, there_only = 1}, n)
+        h.contains(md, "| a below b | e: g1 | -0.3000 [-0.4000, -0.2000], supported | -0.5000 [-0.6000, -0.4000], supported | same |")
+        h.contains(md, "| a below b | e: g2 | -0.3000 [-0.4000, -0.2000], supported | "
+                       .. "0.0500 [-0.1000, 0.2000], not established | differs |")
+        h.contains(md, "| e: g3 | 0.3000 [0.2000, 0.4000], contradicted | -0.3000 [-0.4000, -0.2000], supported | **opposite** |")
+        assert.is_nil(md:find("g4", 1, true))
+        -- another experiment's group of the same name is another claim-in-a-group
+        local other = {{name = "f", rows = here[1].rows}}
+        local none, m = claims.agreement(here, other)
+        assert.is_nil(none)
+        assert.are.equal(4, m.here_only)
+    end)
+
     it("names each claim's comparison: two cells, or two metrics of one cell", function()
         local claims = require "harness.claims"
         local function decided(cl)
