@@ -59,13 +59,6 @@ local function make_preset(a)
     return preset
 end
 
--- The experiment's options, preset and lists (set by setup and cells, which run first).
-local a, preset, steps, levels, specifics
-local function bind(x)
-    a, preset, steps = x.a, x.preset, x.steps
-    levels, specifics = preset.level_list, preset.specific_list
-end
-
 local function every_mth(list, n)
     if n <= 0 or #list <= n then return list end
     local out, stride = {}, #list / n
@@ -79,9 +72,9 @@ local function rendered(questions)
     return out
 end
 
-local D
 local function setup(x)
-    bind(x)
+    local a, preset = x.a, x.preset
+    local levels, specifics = preset.level_list, preset.specific_list
     local corpus = data.require_corpus(a.corpus)
     local mmlu_dir = data.require_mmlu(a.mmlu)
     local splits = require "data.splits"
@@ -126,15 +119,13 @@ local function setup(x)
     local kept = C.check_leaks(heldout, inputs, tok)
     eval_seqs, spec_heldout = kept.mmlu_b, kept.mmlu_b_sample
     for _, src in ipairs(sources) do src.heldout = kept["basis_heldout " .. src.name] end
-    D = {generic = kept.generic, plan = plan, store_dir = store_dir, store = store, tok = tok, spec = spec,
-         spec_heldout = spec_heldout, eval_seqs = eval_seqs, q_score = every_mth(q_final, a.score or preset.score),
-         sources = sources, hist = {}, n_eval = #q_final, n_b = #q_eval}
-    return D
+    return {generic = kept.generic, plan = plan, store_dir = store_dir, store = store, tok = tok, spec = spec,
+            spec_heldout = spec_heldout, eval_seqs = eval_seqs, q_score = every_mth(q_final, a.score or preset.score),
+            sources = sources, hist = {}, n_eval = #q_final, n_b = #q_eval}
 end
 
--- The N (+ 1) basis sets at a level, cached per (level, specific set).
-local function basis(level, which, with_specific)
-    local d = D
+-- The N (+ 1) basis sets at a level, cached per (level, specific set) in the data d.
+local function basis(d, level, which, with_specific)
     local key = level .. "/" .. which
     if not d.hist[key] then
         local list = {}
@@ -150,25 +141,26 @@ local function basis(level, which, with_specific)
     return out, h.specific
 end
 
-local function dist_variants(tag, with_specific, modes)
+local function dist_variants(tag, with_specific, modes, eta)
     local out = {}
     for _, mode in ipairs(modes) do
         local spec = {name = "dga_dist", beta = 0.1, eta_mode = mode, label = tag .. "_" .. mode}
-        if mode == "fixed" then spec.eta = a.eta end
+        if mode == "fixed" then spec.eta = eta end
         out[#out + 1] = {spec = spec, with_specific = with_specific}
     end
     return out
 end
 
 local function cells(x)
-    bind(x)
+    local a = x.a
+    local levels, specifics = x.preset.level_list, x.preset.specific_list
     local out = {}
     for _, which in ipairs(specifics) do
         for level = 1, #levels do
             local group = string.format("%s/L%d", which, level)
             local rows = {{spec = {name = "natural"}}, {spec = {name = "importance", label = "is"}}}
-            for _, r in ipairs(dist_variants("dist_n", false, {"fixed"})) do rows[#rows + 1] = r end
-            for _, r in ipairs(dist_variants("dist_n1", true, level == 1 and {"fixed", "std"} or {"fixed"})) do
+            for _, r in ipairs(dist_variants("dist_n", false, {"fixed"}, a.eta)) do rows[#rows + 1] = r end
+            for _, r in ipairs(dist_variants("dist_n1", true, level == 1 and {"fixed", "std"} or {"fixed"}, a.eta)) do
                 rows[#rows + 1] = r
             end
             if level == 1 then
@@ -220,14 +212,14 @@ local function run_cell(x, cell, seed, dir, topts)
     local d = x.data()
     local pol = C.policy_config(cell.policy)
     local dist = pol.name == "dga_dist"
-    local b, is_hist = basis(cell.level, cell.which, cell.with_specific or not dist)
-    local cfg = exp.run_config(a, preset, steps, cell.id, {
+    local b, is_hist = basis(d, cell.level, cell.which, cell.with_specific or not dist)
+    local cfg = exp.run_config(x.a, x.preset, x.steps, cell.id, {
         store = {dir = d.store_dir, level = cell.level},
         specific = {train = d.spec[cell.which].train, heldout = d.spec_heldout},
         generic_heldout = d.generic, basis = b, dist = dist or nil,
         is_histogram = is_hist, policy = pol,
     })
-    local m, s = C.train(cfg, seed, dir, a, topts)
+    local m, s = C.train(cfg, seed, dir, x.a, topts)
     local model = s.model
     m.mmlu_b_loss = dga.eval_loss_seqs(model, d.eval_seqs)
     local score = dga.mmlu_score(model, d.tok, d.q_score, {shots = 0})
@@ -244,7 +236,8 @@ end
 
 -- notes.md: the store, the MMLU sets, and accuracy against chance, from the run directories.
 local function notes(x)
-    local d = x.data()
+    local d, a = x.data(), x.a
+    local levels, specifics = x.preset.level_list, x.preset.specific_list
     local n_seqs = 0
     do
         local sz = d.store:domain_sizes(1)
@@ -252,7 +245,7 @@ local function notes(x)
     end
     local lines = {string.format("Store: %d sequences of %d tokens from the plan's store documents (data seed %d); "
                                  .. "levels %s give k = %s.", n_seqs,
-                                 preset.seq_len, a.data_seed, table.concat(levels, ","),
+                                 x.preset.seq_len, a.data_seed, table.concat(levels, ","),
                                  (function()
                                      local ks = {}
                                      for l = 1, #levels do ks[l] = tostring(d.store:k(l)) end

@@ -56,16 +56,9 @@ local function make_preset(a)
     return preset
 end
 
--- The experiment's options and preset (set by setup and cells, which run first).
-local a, preset, steps, mix, grid
-local function bind(x)
-    a, preset, steps = x.a, x.preset, x.steps
-    mix, grid = preset.mix_list, preset.grid_list
-end
-
-local D
 local function setup(x)
-    bind(x)
+    local a, preset = x.a, x.preset
+    local mix = preset.mix_list
     local corpus = data.require_corpus(a.corpus)
     local splits = require "data.splits"
     local plan = splits.plan{corpus = corpus, data_seed = a.data_seed, targets = {},
@@ -131,9 +124,8 @@ local function setup(x)
     local target, natural = {}, {}
     for d = 1, k do target[d], natural[d] = 0, budget[d] / total end
     target[pair[1]], target[pair[2]] = mix[1], mix[2]
-    D = {store_dir = store_dir, k = k, pair = pair, n_of = n_of, budget = budget, target = target,
-         natural = natural, spec_train = spec_train, spec_heldout = spec_heldout, generic = generic}
-    return D
+    return {store_dir = store_dir, k = k, pair = pair, n_of = n_of, budget = budget, target = target,
+            natural = natural, spec_train = spec_train, spec_heldout = spec_heldout, generic = generic}
 end
 
 local function tv(w, target)
@@ -143,15 +135,14 @@ local function tv(w, target)
 end
 
 local function cells(x)
-    bind(x)
     local out = {}
-    local specs = C.policies(a, C.dga_variants("dga", {1, 0.1}, a.eta))
+    local specs = C.policies(x.a, C.dga_variants("dga", {1, 0.1}, x.a.eta))
     for _, spec in ipairs(specs) do
         if not (spec.name == "dga" and spec.beta ~= 1 and spec.eta_mode == "std") then
             out[#out + 1] = {id = "mix/" .. C.label(spec), group = "mix", policy = spec}
         end
     end
-    for _, w in ipairs(grid) do
+    for _, w in ipairs(x.preset.grid_list) do
         out[#out + 1] = {id = string.format("static/w%.2f", w), group = "static", static = w}
     end
     return out
@@ -165,12 +156,12 @@ local function run_cell(x, cell, seed, dir, topts)
         hist[d.pair[1]], hist[d.pair[2]] = cell.static, 1 - cell.static
         policy = {name = "importance"}
     end
-    local cfg = exp.run_config(a, preset, steps, cell.id, {
+    local cfg = exp.run_config(x.a, x.preset, x.steps, cell.id, {
         store = {dir = d.store_dir, level = 1}, budget = d.budget,
         specific = {train = d.spec_train, heldout = d.spec_heldout},
         generic_heldout = d.generic, is_histogram = hist, policy = policy,
     })
-    local m, s = C.train(cfg, seed, dir, a, topts)
+    local m, s = C.train(cfg, seed, dir, x.a, topts)
     local w = s.weights
     if w and not cell.static then
         local w1, w2 = w[d.pair[1]], w[d.pair[2]]
@@ -183,10 +174,11 @@ end
 
 -- notes.md: the best static mixture (lowest mean final specific loss over seeds) and DGA's
 -- distance to it, from the run directories.
-local function notes()
+local function notes(x)
     local report = require "harness.report"
     local stats = require "util.stats"
-    local col = report.collect(a.out)
+    local mix = x.preset.mix_list
+    local col = report.collect(x.a.out)
     -- A cell's final specific loss per seed, and a static cell's weight on the first domain.
     local function finals(c)
         local xs = {}
