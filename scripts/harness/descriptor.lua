@@ -187,11 +187,7 @@ function M.main(d, argv)
     -- run made under other settings (an edited preset, --out reused) is refused like a run of
     -- another cell, instead of being reported as this configuration's. Its tables (lists made
     -- from the options) are left out: the options themselves are in the command's key.
-    local settings = {}
-    for k, v in pairs(x.preset) do
-        local t = type(v)
-        if type(k) == "string" and (t == "number" or t == "string" or t == "boolean") then settings[k] = v end
-    end
+    local settings = require("harness.summary").plain_fields(x.preset)
     for _, cell in ipairs(cells) do cell.preset = settings end
     -- The data before the sweep: its children then find the store cached (and the leakage
     -- check has passed before any training).

@@ -29,8 +29,9 @@ end
 -- Written atomically, after run_cell returned: its presence means finished.
 function M.write(dir, summary) rundir.write_summary(dir, summary) end
 
--- Plain fields of a cell (what summary.json records about it).
-local function cell_fields(cell)
+-- Plain fields of a table: its string keys with number, string or boolean values (what
+-- summary.json records about a cell; what a cell records of its experiment's preset).
+function M.plain_fields(cell)
     local out = {}
     for key, v in pairs(cell) do
         local t = type(v)
@@ -93,7 +94,7 @@ end
 function M.record(pair, metrics, run)
     return {
         cell = pair.cell.id, group = pair.cell.group, seed = pair.seed, cell_text = M.cell_text(pair.cell),
-        data_seed = run.data_seed or 1, metrics = metrics, fields = cell_fields(pair.cell),
+        data_seed = run.data_seed or 1, metrics = metrics, fields = M.plain_fields(pair.cell),
         script = type(arg) == "table" and arg[0] or nil,
         command = run.command, argv = run.argv, key = run.key, sweep = run.sweep,
         seconds = run.seconds, finished = os.date("!%Y-%m-%dT%H:%M:%SZ"),
