@@ -149,6 +149,14 @@ end
 -- little more than the two values themselves, which are printed instead.
 M.MIN_INTERVAL_N = 3
 
+-- A verdict is read from which side of 0 a bound lies on, so a bound that is not 0 is never
+-- printed as one: below the format's resolution it is given in two significant digits.
+local function format_bound(fmt, x)
+    local text = string.format(fmt, x)
+    if x ~= 0 and tonumber(text) == 0 then return string.format("%.1e", x) end
+    return text
+end
+
 -- The one way a summary is printed (tables, aggregate, notes): n = 0 "-"; n = 1 "v (n=1)";
 -- n = 2 "a, b (n=2)" (the two values); n >= 3 "mean [lo, hi]", the interval clipped to the
 -- metric's range when it has one (range = {lo, hi}, either may be nil: a count cannot go
@@ -171,7 +179,7 @@ function M.format(s, fmt, range)
         if range[1] and lo < range[1] then lo = range[1] end
         if range[2] and hi > range[2] then hi = range[2] end
     end
-    return string.format(fmt .. " [" .. fmt .. ", " .. fmt .. "]", s.mean, lo, hi)
+    return string.format(fmt, s.mean) .. " [" .. format_bound(fmt, lo) .. ", " .. format_bound(fmt, hi) .. "]"
 end
 
 return M

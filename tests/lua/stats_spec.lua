@@ -85,6 +85,11 @@ describe("stats", function()
         assert.are.equal("3.0000 [-3.5724, 9.5724]", stats.format(stats.summary{1, 2, 6}))
         assert.are.equal("1.0000, 2.0000 (n=2)", stats.format(stats.summary{1, 2}))
         assert.are.equal("3.0000 [0.0000, 9.5724]", stats.format(stats.summary{1, 2, 6}, nil, {0}))
+        -- a bound that decides a verdict by its sign is never shown as 0
+        local s0 = {n = 3, mean = 0.1372, ci_lo = 3.2e-5, ci_hi = 0.2743}
+        assert.are.equal("0.1372 [3.2e-05, 0.2743]", stats.format(s0))
+        s0.ci_lo = -3.2e-5
+        assert.are.equal("0.1372 [-3.2e-05, 0.2743]", stats.format(s0))
     end)
 
     it("pairs differences over the seeds both sides have", function()
