@@ -470,11 +470,14 @@ function M.agreement_md(study, sections, against, note)
         return table.concat(out, "\n") .. "\n"
     end
     local differ = n.total - n.same - n.opposite
+    local function only(count, side)
+        if count == 0 then return "" end
+        return string.format(" %d %s decided %s only.", count, count == 1 and "is" or "are", side)
+    end
     out[#out + 1] = string.format("Of the %d claims-in-a-group decided in both, %d have the same verdict, %d differ by a "
         .. "step (one of the two not established) and %d are opposite (supported in one, contradicted in the other).%s%s",
         n.total, n.same, differ, n.opposite,
-        n.here_only > 0 and string.format(" %d are decided here only.", n.here_only) or "",
-        n.there_only > 0 and string.format(" %d are decided there only.", n.there_only) or "")
+        only(n.here_only, "here"), only(n.there_only, "there"))
     out[#out + 1] = ""
     out[#out + 1] = md
     return table.concat(out, "\n")
