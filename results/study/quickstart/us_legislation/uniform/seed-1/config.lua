@@ -44,7 +44,7 @@ return {
     name = "uniform",
   },
   progress = true,
-  run_dir = "results/study2/quickstart/us_legislation/uniform/seed-1",
+  run_dir = "results/study3/quickstart/us_legislation/uniform/seed-1",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -63,7 +63,7 @@ return {
   },
   steps = 320,
   store = {
-    dir = "/work/study2-wt/runs/cache/store_plan55138920e585_L16_s65_v2048_ds1",
+    dir = "/work/study3-wt/runs/cache/store_plan53f6e01dea64_L16_s65_v2048_ds1",
     level = 1,
   },
 }

@@ -29,7 +29,7 @@ return {
     heads = 4,
     layers = 2,
     precision = "fp32",
-    vocab = 4096,
+    vocab = 2048,
     width = 96,
   },
   name = "pubmed_bmc_fulltext/binf/natural",
@@ -47,7 +47,7 @@ return {
     name = "natural",
   },
   progress = true,
-  run_dir = "results/study2/lowdata/pubmed_bmc_fulltext/binf/natural/seed-2",
+  run_dir = "results/study3/lowdata/pubmed_bmc_fulltext/binf/natural/seed-2",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -66,7 +66,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/study2-wt/runs/cache/store_plandd70f3fea99b_L64_s65_v4096_ds1",
+    dir = "/work/study3-wt/runs/cache/store_plan31e0df15856f_L64_s65_v2048_ds1",
     level = 1,
   },
 }

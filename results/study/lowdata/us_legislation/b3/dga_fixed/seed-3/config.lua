@@ -30,7 +30,7 @@ return {
     heads = 4,
     layers = 2,
     precision = "fp32",
-    vocab = 4096,
+    vocab = 2048,
     width = 96,
   },
   name = "us_legislation/b3/dga_fixed",
@@ -54,7 +54,7 @@ return {
     target_change = 0.5,
   },
   progress = true,
-  run_dir = "results/study2/lowdata/us_legislation/b3/dga_fixed/seed-3",
+  run_dir = "results/study3/lowdata/us_legislation/b3/dga_fixed/seed-3",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -73,7 +73,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/study2-wt/runs/cache/store_plandd70f3fea99b_L64_s65_v4096_ds1",
+    dir = "/work/study3-wt/runs/cache/store_plan31e0df15856f_L64_s65_v2048_ds1",
     level = 1,
   },
 }

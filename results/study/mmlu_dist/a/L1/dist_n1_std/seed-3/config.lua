@@ -110,7 +110,7 @@ return {
     },
     {
       histogram = {
-        tensor_file = "data/basis.12.histogram.npy",
+        tensor_file = "data/is_histogram.npy",
       },
       name = "specific (IS)",
     },
@@ -130,14 +130,14 @@ return {
   generic_max = 256,
   heldout_per_domain = 4,
   is_histogram = {
-    tensor_file = "data/basis.12.histogram.npy",
+    tensor_file = "data/is_histogram.npy",
   },
   model = {
     context = 64,
     heads = 4,
     layers = 2,
     precision = "fp32",
-    vocab = 4096,
+    vocab = 2048,
     width = 96,
   },
   name = "a/L1/dist_n1_std",
@@ -161,7 +161,7 @@ return {
     target_change = 0.5,
   },
   progress = true,
-  run_dir = "results/study/mmlu_dist/a/L1/dist_n1_std/seed-3",
+  run_dir = "results/study3/mmlu_dist/a/L1/dist_n1_std/seed-3",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -180,7 +180,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/mm-wt/runs/cache/store_planf9f8b03f08b5_L64_64_64_s65_v4096_ds1",
+    dir = "/work/study3-wt/runs/cache/store_plan605d415edf94_L64_64_64_s65_v2048_ds1",
     level = 1,
   },
 }

@@ -131,7 +131,7 @@ return {
     heads = 4,
     layers = 2,
     precision = "fp32",
-    vocab = 4096,
+    vocab = 2048,
     width = 96,
   },
   name = "a/L3/dist_n_fixed",
@@ -155,7 +155,7 @@ return {
     target_change = 0.5,
   },
   progress = true,
-  run_dir = "results/study/mmlu_dist/a/L3/dist_n_fixed/seed-2",
+  run_dir = "results/study3/mmlu_dist/a/L3/dist_n_fixed/seed-2",
   schedule = {
     kind = "cosine",
     min_lr = 0.00030000000000000003,
@@ -174,7 +174,7 @@ return {
   },
   steps = 600,
   store = {
-    dir = "/work/mm-wt/runs/cache/store_planf9f8b03f08b5_L64_64_64_s65_v4096_ds1",
+    dir = "/work/study3-wt/runs/cache/store_plan605d415edf94_L64_64_64_s65_v2048_ds1",
     level = 3,
   },
 }

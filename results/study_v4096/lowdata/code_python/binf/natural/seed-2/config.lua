@@ -1,0 +1,72 @@
+-- dgalua run configuration (written by the trainer)
+return {
+  T_r = 14,
+  align = {
+    fd_eps = 0.001,
+    lr_scale = false,
+    method = "exact",
+    normalize = "none",
+  },
+  align_batch = 2,
+  batch = 16,
+  check_replicas = false,
+  checkpoint_every = 60,
+  data_parallel = true,
+  eval_batch = 16,
+  eval_every = 30,
+  eval_max = 256,
+  eval_progress_min = 2048,
+  generic_heldout = {
+    tensor_file = "data/generic_heldout.npy",
+  },
+  generic_max = 256,
+  heldout_per_domain = 4,
+  is_histogram = {
+    tensor_file = "data/is_histogram.npy",
+  },
+  model = {
+    context = 64,
+    heads = 4,
+    layers = 2,
+    precision = "fp32",
+    vocab = 4096,
+    width = 96,
+  },
+  name = "code_python/binf/natural",
+  optimizer = {
+    beta1 = 0.90000000000000002,
+    beta2 = 0.94999999999999996,
+    clip = 1,
+    decay = "matrices",
+    eps = 1e-08,
+    lr = 0.0030000000000000001,
+    weight_decay = 0.10000000000000001,
+  },
+  overlap_allreduce = true,
+  policy = {
+    name = "natural",
+  },
+  progress = true,
+  run_dir = "results/study2/lowdata/code_python/binf/natural/seed-2",
+  schedule = {
+    kind = "cosine",
+    min_lr = 0.00030000000000000003,
+    total = 600,
+    warmup = 30,
+  },
+  seed = 2,
+  sparse_k = 2048,
+  specific = {
+    heldout = {
+      tensor_file = "data/specific.heldout.npy",
+    },
+    train = {
+      tensor_file = "data/specific.train.npy",
+    },
+  },
+  steps = 600,
+  store = {
+    dir = "/work/study2-wt/runs/cache/store_plandd70f3fea99b_L64_s65_v4096_ds1",
+    level = 1,
+  },
+}
