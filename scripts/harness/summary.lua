@@ -31,11 +31,11 @@ function M.write(dir, summary) rundir.write_summary(dir, summary) end
 
 -- Plain fields of a table: its string keys with number, string or boolean values (what
 -- summary.json records about a cell; what a cell records of its experiment's preset).
-function M.plain_fields(cell)
+function M.plain_fields(t)
     local out = {}
-    for key, v in pairs(cell) do
-        local t = type(v)
-        if type(key) == "string" and (t == "number" or t == "string" or t == "boolean") then
+    for key, v in pairs(t) do
+        local kind = type(v)
+        if type(key) == "string" and (kind == "number" or kind == "string" or kind == "boolean") then
             out[key] = v
         end
     end
