@@ -46,6 +46,10 @@ function M.options(name, opts)
     if o.eta_mode == "fixed" and type(o.eta) ~= "number" then
         error(string.format("policy '%s': eta_mode = \"fixed\" needs a number eta", name), 3)
     end
+    -- eta <= 0 would step away from the target's gradient (or not at all): a typo, not DGA.
+    if o.eta and not (type(o.eta) == "number" and o.eta > 0 and o.eta < math.huge) then
+        error(string.format("policy '%s': eta = %s, expected a finite number > 0", name, tostring(o.eta)), 3)
+    end
     if type(o.beta) ~= "number" or not (o.beta > 0 and o.beta <= 1) then
         error(string.format("policy '%s': beta = %s, expected 0 < beta <= 1", name, tostring(o.beta)), 3)
     end
