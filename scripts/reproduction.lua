@@ -14,6 +14,7 @@
 -- that made A (the committed study's own time), --quick-log for `study.lua --quick`.
 -- Exits non-zero when a run differs or none is shared.
 local argparse = require "argparse"
+require "cli.args"   -- usage errors exit with status 2
 local compare = require "harness.compare"
 local runinfo = require "util.runinfo"
 local report = require "harness.report"
@@ -248,6 +249,9 @@ local function main(args)
              .. "metric are counted apart, with the reason (a known change since A was made).")
         :count("*")
     local o = p:parse(args)
+    for _, dir in ipairs({o.a, o.b}) do
+        if not runinfo.is_dir(dir) then p:error(dir .. " is not a directory") end
+    end
     if o.out then dga.check_output(o.out, {a = o.a, b = o.b, ["--log"] = o.log, ["--a-log"] = o.a_log,
                                               ["--quick-log"] = o.quick_log}) end
     local function read_logs(paths)
@@ -271,13 +275,11 @@ local function main(args)
     end
     local ok, md, total = pcall(M.document, o.a, o.b, log, o.note, except, {a_log = a_log, quick_log = quick_log})
     if not ok then p:error(tostring(md)) end
+    -- nothing to say: an earlier --out stays as it was
+    if total.compared == 0 then p:error("no run is in both " .. o.a .. " and " .. o.b .. "; nothing written") end
     io.write(md)
     if o.out then runinfo.write_atomic(o.out, md) end
     if total.different > 0 then os.exit(1) end
-    if total.compared == 0 then
-        io.stderr:write("reproduction: no run is in both studies\n")
-        os.exit(1)
-    end
 end
 
 local modname = ...

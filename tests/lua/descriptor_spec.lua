@@ -154,7 +154,39 @@ describe("experiment descriptors", function()
         h.contains(md, "Here: `results/study`; there: `results/study` (itself).")
         local ok, err = pcall(report.agreement_md, "results/study", report.sections("results/study"), "no/such/study")
         assert.is_false(ok)
-        h.contains(err, "--against no/such/study is not a directory")
+        h.contains(tostring(err), "--against no/such/study is not a directory")
+    end)
+
+    it("refuses a --study that holds no experiment's runs and leaves the written report as it was", function()
+        local docs, empty = h.tmpdir("keep"), h.tmpdir("empty")
+        h.write(docs .. "/results.md", "an earlier report\n")
+        h.write(docs .. "/lowdata_curves_x.png", "a figure")
+        local report = require "harness.report"
+        for _, study in ipairs({empty, empty .. "/no/such"}) do
+            local ok, err = pcall(report.results, study, docs, {plot = false, quiet = true})
+            assert.is_false(ok)
+            assert.is_true(require("util.errors").is(err) and err.usage, tostring(err))
+            h.contains(tostring(err), "report: --study " .. study)
+            h.contains(tostring(err), "nothing written")
+            ok, err = pcall(report.write_readme, study, docs .. "/results.md")
+            assert.is_false(ok)
+            h.contains(tostring(err), "nothing written")
+        end
+        local ok, err = pcall(report.results, "results/study", docs, {plot = false, quiet = true, against = empty})
+        assert.is_false(ok)
+        h.contains(tostring(err), "report: --against " .. empty .. " holds no experiment's runs")
+        assert.are.equal("an earlier report\n", h.read(docs .. "/results.md"))
+        assert.are.equal("a figure", h.read(docs .. "/lowdata_curves_x.png"))
+        if h.DGALUA then
+            local code, _, stderr = h.run(string.format("%s scripts/report.lua --study %s --docs %s",
+                                          h.shell_quote(h.DGALUA), h.shell_quote(empty), h.shell_quote(docs)),
+                                          empty .. "/err.txt")
+            assert.are.equal(2, code, stderr)
+            h.contains(stderr, "holds no experiment's runs")
+            assert.are.equal("an earlier report\n", h.read(docs .. "/results.md"))
+        end
+        h.rm(docs)
+        h.rm(empty)
     end)
 
     it("reports a repository experiment with today's descriptor, not the copy its runs name", function()

@@ -227,4 +227,22 @@ describe("reproduction", function()
         rc = h.run(cmd, base .. "/err.txt")
         assert.are_not.equal(0, rc)
     end)
+
+    it("refuses a missing study, and two with no run in common, without touching an earlier --out", function()
+        if not h.DGALUA then pending("DGALUA not set") return end
+        local empty = h.tmpdir("empty")
+        h.write(base .. "/kept.md", "an earlier check\n")
+        local cmd = h.shell_quote(h.DGALUA) .. " scripts/reproduction.lua "
+        local rc, out, err = h.run(cmd .. h.shell_quote(a) .. " " .. h.shell_quote(empty .. "/no/such") .. " --out "
+                                   .. h.shell_quote(base .. "/kept.md"), base .. "/err.txt")
+        assert.are.equal(2, rc, out .. err)
+        h.contains(err, empty .. "/no/such is not a directory")
+        rc, out, err = h.run(cmd .. h.shell_quote(a) .. " " .. h.shell_quote(empty) .. " --out "
+                             .. h.shell_quote(base .. "/kept.md"), base .. "/err.txt")
+        assert.are.equal(2, rc, out .. err)
+        h.contains(err, "no run is in both " .. a .. " and " .. empty .. "; nothing written")
+        assert.are.equal("", out)
+        assert.are.equal("an earlier check\n", h.read(base .. "/kept.md"))
+        h.rm(empty)
+    end)
 end)
