@@ -5,6 +5,7 @@
 --
 -- harness/aggregate.lua says what every column means.
 local argparse = require "argparse"
+require "cli.args"   -- usage errors exit with status 2
 local aggregate = require "harness.aggregate"
 
 local p = argparse("aggregate.lua", "Mean, 95% interval, paired differences against a reference "

@@ -6,6 +6,7 @@
 --
 -- Exits non-zero when a shared run differs, naming it and its first difference.
 local argparse = require "argparse"
+require "cli.args"   -- usage errors exit with status 2
 local compare = require "harness.compare"
 local runinfo = require "util.runinfo"
 

@@ -17,6 +17,7 @@
 -- docs/reproduction.md (scripts/reproduction.lua --a-log/--quick-log); docs/study.md says
 -- what each experiment costs per run and why the whole study takes what it does.
 local argparse = require "argparse"
+require "cli.args"   -- usage errors exit with status 2
 local runinfo = require "util.runinfo"
 
 local p = argparse("study.lua", "Run the whole study (every experiment, every seed) and write the report.")
