@@ -25,8 +25,9 @@
 --
 -- As a script (dgalua experiments/lowdata.lua --quick) define runs it: the shared options
 -- (harness/cells.lua's parser: --quick, --out, --seeds, --jobs, --policy NAME:key=value,
--- --set, ...) plus its own, the preset, the data (before the sweep, so the children of --jobs
--- find the caches warm), the cells as a resumable sweep, then notes.md, table.md, table.csv and
+-- --set, ...) plus its own, the preset, the cells, the data (once the command is checked and
+-- before the first run, so the children of --jobs find the caches warm), the cells' runs as a
+-- resumable sweep, then notes.md, table.md, table.csv and
 -- the figures. Loaded by M.load (the study, the report), it returns the descriptor only.
 -- The callbacks get x = {a = parsed options, preset =, steps =, descriptor =, data() = the
 -- setup's data (memoised)}.
@@ -189,9 +190,6 @@ function M.main(d, argv)
     -- from the options) are left out: the options themselves are in the command's key.
     local settings = require("harness.summary").plain_fields(x.preset)
     for _, cell in ipairs(cells) do cell.preset = settings end
-    -- The data before the sweep: its children then find the store cached (and the leakage
-    -- check has passed before any training).
-    x.data()
     if not a.cell and not (dga.rank and dga.rank() ~= 0) then
         runinfo.mkdir_p(a.out)
         runinfo.write_atomic(a.out .. "/experiment.json", require("util.json").encode(
@@ -200,6 +198,10 @@ function M.main(d, argv)
     end
     local summaries = require("harness.sweep").run{
         name = d.name, out = a.out, args = a, cells = cells, key_ignore = d.key_ignore,
+        -- The data once the command is checked (a bad --set or --cell costs no store build) and
+        -- before the first run: the workers then find the store cached, and the leakage check
+        -- has passed before any training. With every run finished, only what reads it builds it.
+        prepare = x.data,
         cost = d.cost and function(cell) return d.cost(x, cell) end or nil,
         run_cell = function(cell, seed, dir, topts) return d.run_cell(x, cell, seed, dir, topts) end,
     }

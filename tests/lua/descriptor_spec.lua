@@ -22,6 +22,7 @@ return require("harness.descriptor").define({
     name = "toy", order = 9, title = "A toy experiment (toy.lua)", about = "Uniform against DGA on three tiny domains.",
     study = {args = {"--quick"}},
     preset = function(a) return {steps = a.quick and 8 or 16} end,
+    setup = function(x) io.open(x.a.out .. ".setup", "a"):close() return {} end,
     cells = function(x)
         local out = {}
         for _, spec in ipairs(C.policies(x.a, {{name = "uniform"}, {name = "dga", beta = 0.5, eta = 1}})) do
@@ -109,6 +110,17 @@ describe("experiment descriptors", function()
                                      dir .. "/err.txt")
         assert.are.equal(0, code, stdout .. stderr)
         h.contains(stdout, "| dga | 2 |")
+        -- its data was made (once) before the runs; a command mistake is refused before any
+        assert.is_truthy(h.read(study .. "/toy.setup"))
+        local bad = h.tmpdir("bad")
+        for _, mistake in ipairs({"--set policy.tau=1", "--cell toy/nosuch"}) do
+            code, stdout, stderr = h.run(string.format("%s %s/toy.lua --quick --seeds 1 --out %s %s",
+                                                       h.shell_quote(h.DGALUA), dir, h.shell_quote(bad .. "/toy"),
+                                                       mistake), dir .. "/err.txt")
+            assert.are.equal(2, code, mistake .. ": " .. stdout .. stderr)
+            assert.is_nil(h.read(bad .. "/toy.setup"), mistake .. " made the data first")
+        end
+        h.rm(bad)
         local notes = h.read(study .. "/toy/notes.md")
         h.contains(notes, "toy/<policy>: the fixture's three domains under each policy.")
         h.contains(notes, "| l1_mean | mean L1 change of the sampling weights per update")
