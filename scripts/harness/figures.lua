@@ -99,7 +99,8 @@ local function differences_figure(plot, out, g, cells, metric, reference)
         end
     end
     if #points == 0 then return nil end
-    -- a difference far beyond the others (IS's overfitting) is named, not drawn to scale
+    -- a difference far beyond the others (IS's overfitting) is named, not drawn to scale; the
+    -- range starts from 0 so the zero line is always drawn
     local mags = {}
     for i, pt in ipairs(points) do mags[i] = math.abs(pt.y) end
     table.sort(mags)
@@ -116,7 +117,7 @@ local function differences_figure(plot, out, g, cells, metric, reference)
     return plot.errorbar_figure(out, "differences_" .. safe(g ~= "" and g or "all"),
         {{name = metric .. " - " .. reference, points = points}},
         {xlabels = labels, ylabel = metric .. " - " .. reference,
-         yrange = #off > 0 and string.format("[%.9g:%.9g]", lo - pad, hi + pad) or nil,
+         yrange = string.format("[%.9g:%.9g]", lo - pad, hi + pad),
          title = string.format("%s: %s minus %s, paired by seed (95%% CI from %d seeds on)%s", g, metric, reference,
                                stats.MIN_INTERVAL_N, #off > 0 and ("; off scale: " .. table.concat(off, ", ")) or "")})
 end

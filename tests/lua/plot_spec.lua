@@ -41,3 +41,29 @@ describe("plot.distinct_names", function()
         assert.truthy(said[1]:find("runs/a/us/dga/seed-1, runs/a/pub/dga/seed-1", 1, true), said[1])
     end)
 end)
+
+describe("harness.figures: the paired differences", function()
+    it("keep 0 in view when every difference has one sign, so the zero line is drawn", function()
+        local json, seeds = require "util.json", require "harness.seeds"
+        local root = h.tmpdir("diffs")
+        for _, label in ipairs({"ref", "x"}) do
+            for seed = 1, 3 do
+                local run = string.format("%s/g/%s/seed-%d", root, label, seed)
+                assert(os.execute("mkdir -p " .. h.shell_quote(run)))
+                h.write(run .. "/metrics.csv", "step,specific_loss\n0,5\n10,4\n")
+                local final = label == "ref" and 4 or 3.5 + 0.01 * seed   -- x - ref: about -0.48
+                h.write(run .. "/summary.json", json.encode({cell = "g/" .. label, seed = seed, group = "g",
+                                                             metrics = {specific_final = final}}))
+            end
+        end
+        local made = require("harness.figures").figures(seeds.collect(root), root .. "/plots",
+                                                        {metric = "specific_final", reference = "ref"})
+        local gp
+        for _, f in ipairs(made) do if f.gp:match("differences_g%.gp$") then gp = h.read(f.gp) end end
+        assert.is_truthy(gp, "no differences figure")
+        local lo, hi = gp:match("set yrange %[([^:]+):([^%]]+)%]")
+        assert.is_truthy(lo, gp)
+        assert.is_true(tonumber(lo) < -0.48 and tonumber(hi) > 0, lo .. ":" .. hi)
+        h.rm(root)
+    end)
+end)
