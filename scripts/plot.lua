@@ -293,8 +293,9 @@ function M.errorbar_figure(out, stem, series, opts)
     return write_and_plot(out, stem, table.concat(pre, "\n"), "plot " .. table.concat(plots, ", \\\n     "))
 end
 
--- Several errorbar plots in one figure, one panel each ({title =, ylabel =, series = as
--- errorbar_figure's}), laid out two a row: quantities in different units side by side.
+-- Several errorbar plots of differences in one figure, one panel each ({title =, ylabel =,
+-- series = as errorbar_figure's}), laid out two a row: quantities in different units side by
+-- side, each with 0 in view.
 function M.errorbar_panels(out, stem, panels, opts)
     opts = opts or {}
     runinfo.mkdir_p(out)
@@ -314,7 +315,8 @@ function M.errorbar_panels(out, stem, panels, opts)
     end
     body[#body + 1] = "unset multiplot"
     local pre = {"set termoption noenhanced", "set xlabel " .. gq(opts.xlabel or ""), "set key below",
-                 "set grid", "set xzeroaxis lt -1", "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05"}
+                 "set grid", "set xzeroaxis lt -1", "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05",
+                 "set yrange [*<0:0<*]"}   -- autoscaled, 0 kept in view: the zero line is the sign's reference
     if opts.logx then pre[#pre + 1] = "set logscale x 2" end
     -- each row of panels as tall as half a single plot, with room for its legend below
     return write_and_plot(out, stem, table.concat(pre, "\n"), table.concat(body, "\n"),

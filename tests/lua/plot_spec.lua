@@ -64,6 +64,10 @@ describe("harness.figures: the paired differences", function()
         local lo, hi = gp:match("set yrange %[([^:]+):([^%]]+)%]")
         assert.is_truthy(lo, gp)
         assert.is_true(tonumber(lo) < -0.48 and tonumber(hi) > 0, lo .. ":" .. hi)
+        -- the scale figure's panels too: autoscaled, but never past 0
+        local f = plot.errorbar_panels(root .. "/plots", "scale", {{title = "gap", series = {{name = "is",
+            points = {{x = 1, y = 5, lo = 4.5, hi = 5.5}, {x = 4, y = 8, lo = 7.9, hi = 8.1}}}}}}, {logx = true})
+        h.contains(h.read(f.gp), "set yrange [*<0:0<*]")
         h.rm(root)
     end)
 end)
