@@ -161,11 +161,14 @@ function M.add_options(p)
     p:option("--jobs", "Run this many (cell, seed) pairs at a time, each in its own process "
              .. "(output in <run dir>/log.txt). Default: 1.", "1"):convert(args.int(1)):show_default(false)
     p:option("--policy", "A policy to run: a registry name, a label of the experiment's own "
-             .. "list, or a Lua policy file (the run is named from its declared name). "
+             .. "list, or a Lua policy file (the run is named from its declared name), with options "
+             .. "for it alone after a colon (dga:eta=5,beta=1 runs as dga_eta5_beta1). "
              .. "Repeatable; replaces the experiment's policy list."):count("*")
+        :argname("<name|file[:key=value,...]>")
     p:option("--set", "Override a trainer config field by dotted path, e.g. optimizer.lr=3e-3, "
-             .. "T_r=50, policy.beta=0.1, model.layers=2, align.method=jvp. Repeatable; unknown "
-             .. "keys and values of the wrong type are errors."):count("*")
+             .. "T_r=50, policy.beta=0.1 (every policy that has the option; one policy: --policy), "
+             .. "model.layers=2, align.method=jvp. Repeatable; unknown keys and values of the wrong "
+             .. "type are errors."):count("*")
         :argname("<key=value>"):convert(overrides.parse)
     p:flag("--overwrite", "Rerun (cell, seed) pairs that already finished, replacing their runs.")
     p:option("--cell", "(internal, used by --jobs) Run only the cell with this id, then exit.")
