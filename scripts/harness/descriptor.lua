@@ -27,8 +27,8 @@
 -- (harness/cells.lua's parser: --quick, --out, --seeds, --jobs, --policy NAME:key=value,
 -- --set, ...) plus its own, the preset, the cells, the data (once the command is checked and
 -- before the first run, so the children of --jobs find the caches warm), the cells' runs as a
--- resumable sweep, then notes.md, table.md, table.csv and
--- the figures. Loaded by M.load (the study, the report), it returns the descriptor only.
+-- resumable sweep, then notes.md, table.md, table.csv and the figures. Loaded by M.load (the
+-- study, the report), it returns the descriptor only.
 -- The callbacks get x = {a = parsed options, preset =, steps =, descriptor =, data() = the
 -- setup's data (memoised)}.
 --
